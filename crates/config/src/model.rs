@@ -1,0 +1,441 @@
+//! The typed, merged configuration that the runtime consumes: servers, transports, auth, settings, provenance.
+//!
+//! Values here are already interpolated (`${VAR}` expanded, `~` expanded) but `!command` secrets are kept
+//! unexecuted as [`SecretValue::Command`]: they run only when a server connects ([`SecretValue::resolve`]).
+//! Every type that can hold a secret redacts it in `Debug`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A secret string. `Debug` and `Display` print `<redacted>`; read it with [`Secret::expose`].
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A value that may be a secret: a literal (already interpolated) or a `!command` run at connect time.
+#[derive(Clone, PartialEq, Eq)]
+pub enum SecretValue {
+    Plain(Secret),
+    /// The shell command after the leading `!` (never interpolated; the shell does that).
+    Command(String),
+}
+
+impl fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecretValue::Plain(_) => f.write_str("Plain(<redacted>)"),
+            SecretValue::Command(_) => f.write_str("Command(<redacted>)"),
+        }
+    }
+}
+
+/// Where a server's transport lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Stdio(StdioTransport),
+    Http(HttpTransport),
+    Socket(SocketTransport),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StdioTransport {
+    pub command: String,
+    pub args: Vec<String>,
+    /// Overlay on the child's environment; values may be `!command` secrets.
+    pub env: BTreeMap<String, SecretValue>,
+    /// Working directory; `None` means the project directory.
+    pub cwd: Option<PathBuf>,
+    /// Default true: the child inherits our environment. False: only HOME, LOGNAME, PATH, SHELL, TERM, USER plus `env`.
+    pub inherit_env: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpTransport {
+    pub url: String,
+    /// Values may be `!command` secrets. Sent only to the server's origin.
+    pub headers: BTreeMap<String, SecretValue>,
+    /// `type: "sse"`: the legacy HTTP+SSE transport is allowed as a fallback (on 404/405/406/415 only).
+    pub allow_legacy_sse: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketTransport {
+    /// rmcp-mux Unix socket path (`~` expanded).
+    pub path: PathBuf,
+}
+
+/// How an HTTP server authenticates.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum AuthConfig {
+    /// Not configured: OAuth is auto-detected from a 401 with `WWW-Authenticate`, unless explicit headers are set.
+    #[default]
+    Auto,
+    /// `auth: false` or `oauth: false`: never authenticate.
+    Disabled,
+    /// `auth: "bearer"` with `bearerToken` (may be a `!command`) or `bearerTokenEnv` (a variable name read at connect).
+    Bearer {
+        token: Option<SecretValue>,
+        token_env: Option<String>,
+    },
+    /// `auth: "oauth"` (or an `oauth` object).
+    OAuth(OAuthConfig),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OAuthConfig {
+    /// `authorization_code` (default) or `client_credentials`.
+    pub grant_type: OAuthGrant,
+    pub client_id: Option<String>,
+    pub client_secret: Option<SecretValue>,
+    pub client_metadata_url: Option<String>,
+    pub scope: Option<String>,
+    pub redirect_uri: Option<String>,
+    pub callback_port: Option<u16>,
+    pub authorization_params: BTreeMap<String, String>,
+    pub client_name: Option<String>,
+    pub client_uri: Option<String>,
+    pub logo_uri: Option<String>,
+    pub auth_server_metadata_url: Option<String>,
+    pub skip_issuer_metadata_validation: bool,
+    pub dpop: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OAuthGrant {
+    #[default]
+    AuthorizationCode,
+    ClientCredentials,
+}
+
+/// SPEC 4: when a server connects and whether it is kept alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Lifecycle {
+    #[default]
+    Lazy,
+    Eager,
+    KeepAlive,
+    LazyKeepAlive,
+}
+
+/// SPEC 5: which protocol era to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum ProtocolMode {
+    /// `initialize` only (≤ 2025-11-25).
+    #[serde(rename = "legacy")]
+    Legacy,
+    /// Try `server/discover`, fall back to `initialize`; remembered in the metadata cache.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// Pin the stateless 2026-07-28 revision.
+    #[serde(rename = "2026-07-28")]
+    Stateless20260728,
+}
+
+/// `toolPrefix`: how upstream tool names become proxy names (SPEC 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolPrefix {
+    #[default]
+    Server,
+    Short,
+    None,
+    Mcp,
+}
+
+/// `directTools`: which upstream tools are exposed beside `mcp`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum DirectTools {
+    #[default]
+    Off,
+    All,
+    /// Original tool names (or `read_<resource>` names).
+    Listed(Vec<String>),
+}
+
+/// `approveTools`: which calls need approval.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ApproveTools {
+    #[default]
+    Off,
+    All,
+    /// Glob patterns (`*`, `?`) over original or prefixed tool names.
+    Globs(Vec<String>),
+}
+
+/// Resolved timeouts; the more specific key wins (SPEC 12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Connect + initialize (default 30 s).
+    pub startup: Duration,
+    /// Any request except tools/call (default 60 s).
+    pub request: Duration,
+    /// tools/call (default: `request`).
+    pub tool: Duration,
+    /// Idle disconnect; `None` = never.
+    pub idle: Option<Duration>,
+}
+
+impl Timeouts {
+    pub const DEFAULT_STARTUP: Duration = Duration::from_secs(30);
+    pub const DEFAULT_REQUEST: Duration = Duration::from_secs(60);
+    pub const DEFAULT_IDLE: Duration = Duration::from_secs(10 * 60);
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            startup: Timeouts::DEFAULT_STARTUP,
+            request: Timeouts::DEFAULT_REQUEST,
+            tool: Timeouts::DEFAULT_REQUEST,
+            idle: Some(Timeouts::DEFAULT_IDLE),
+        }
+    }
+}
+
+/// Why a configured server cannot start (it is still listed in status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Availability {
+    Available,
+    /// `enabled: false` / `disabled: true`.
+    Disabled,
+    /// Defined (in whole or part) by a project file that is not trusted.
+    Untrusted {
+        project_dir: PathBuf,
+        trust_command: String,
+    },
+    /// A configuration error that only bites at connect (e.g. a missing variable): names field and variable, never a value.
+    ConfigError {
+        message: String,
+    },
+}
+
+/// Where a server or field came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Origin {
+    /// One of the six config files (SPEC 3.1) or `--config PATH`.
+    File { source: SourceKind, path: PathBuf },
+    /// A host config listed in `imports`.
+    Import { host: String, path: PathBuf },
+    /// An Agent Plugin's `mcp.json`.
+    Plugin { plugin: String, path: PathBuf },
+    /// A config passed in memory by a library host.
+    InMemory,
+}
+
+/// The six sources of SPEC 3.1, lowest precedence first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceKind {
+    SharedGlobal,
+    AgentsGlobal,
+    AgentsNestedGlobal,
+    PiGlobal,
+    SharedProject,
+    PiProject,
+}
+
+impl SourceKind {
+    /// Project files need trust (SPEC 3.4).
+    pub fn is_project(self) -> bool {
+        matches!(self, SourceKind::SharedProject | SourceKind::PiProject)
+    }
+}
+
+/// One server, merged across all sources, typed and interpolated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// The key in `mcpServers` (for plugins: `<plugin>__<server>`).
+    pub name: String,
+    pub transport: Transport,
+    pub auth: AuthConfig,
+    pub lifecycle: Lifecycle,
+    pub timeouts: Timeouts,
+    pub protocol: ProtocolMode,
+    pub availability: Availability,
+    pub description: Option<String>,
+    pub expose_resources: bool,
+    pub direct_tools: Option<DirectTools>,
+    pub tool_prefix: Option<ToolPrefix>,
+    /// Globs; exclude applies after include. `allowedTools` is an alias of include.
+    pub include_tools: Vec<String>,
+    pub exclude_tools: Vec<String>,
+    /// `hidden` exposure: proxy-only even if directTools says otherwise.
+    pub hidden: bool,
+    /// `{ "<tool|prefixed|glob>": ["keyword", …] }`: boosts search only.
+    pub search_keywords: BTreeMap<String, Vec<String>>,
+    pub approve_tools: Option<ApproveTools>,
+    /// Show server stderr live.
+    pub debug: bool,
+    pub trace: Option<bool>,
+    /// Which source defined the server last.
+    pub origin: Origin,
+    /// JSON field name (as written, e.g. `command`, `headers.Authorization`) → the source that set it.
+    pub provenance: BTreeMap<String, Origin>,
+}
+
+/// `outputGuard`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputGuard {
+    pub max_bytes: usize,
+    pub max_lines: usize,
+}
+
+impl OutputGuard {
+    pub const DEFAULT: OutputGuard = OutputGuard {
+        max_bytes: 50 * 1024,
+        max_lines: 2000,
+    };
+}
+
+/// `settings.trace`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TraceSettings {
+    pub enabled: bool,
+    pub file: Option<PathBuf>,
+    pub max_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostConfigDiscovery {
+    #[default]
+    Off,
+    Prompt,
+    On,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenStoreKind {
+    #[default]
+    Keyring,
+    File,
+}
+
+/// Global `settings`, merged shallowly per key (later file wins per key).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub tool_prefix: ToolPrefix,
+    pub idle_timeout: Option<Duration>,
+    pub request_timeout: Option<Duration>,
+    pub direct_tools: DirectTools,
+    pub freeze_direct_tools: bool,
+    pub disable_proxy_tool: bool,
+    pub approve_tools: ApproveTools,
+    /// `None` = disabled (`outputGuard: false` or `MCP_OUTPUT_GUARD=0`).
+    pub output_guard: Option<OutputGuard>,
+    pub trace: TraceSettings,
+    pub host_config_discovery: HostConfigDiscovery,
+    pub agent_plugin_paths: Vec<PathBuf>,
+    pub token_store: TokenStoreKind,
+    pub auto_auth: bool,
+    pub sampling: Option<bool>,
+    pub sampling_auto_approve: bool,
+    pub elicitation: Option<bool>,
+    pub warm_cache: bool,
+    /// Health-check interval for keep-alive modes (default 30 s).
+    pub health_interval: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            tool_prefix: ToolPrefix::Server,
+            idle_timeout: Some(Timeouts::DEFAULT_IDLE),
+            request_timeout: None,
+            direct_tools: DirectTools::Off,
+            freeze_direct_tools: false,
+            disable_proxy_tool: false,
+            approve_tools: ApproveTools::Off,
+            output_guard: Some(OutputGuard::DEFAULT),
+            trace: TraceSettings::default(),
+            host_config_discovery: HostConfigDiscovery::Off,
+            agent_plugin_paths: Vec::new(),
+            token_store: TokenStoreKind::Keyring,
+            auto_auth: false,
+            sampling: None,
+            sampling_auto_approve: false,
+            elicitation: None,
+            warm_cache: false,
+            health_interval: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A problem found while loading: the file (and position or server/field) it is about, never a secret value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigProblem {
+    pub path: Option<PathBuf>,
+    /// `line:column` for syntax errors.
+    pub position: Option<(usize, usize)>,
+    pub server: Option<String>,
+    pub field: Option<String>,
+    pub message: String,
+    pub severity: Severity,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The file or server entry was skipped.
+    Error,
+    /// Loaded, but something was ignored or adjusted.
+    Warning,
+}
+
+/// A config file that was considered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceFile {
+    pub origin: Origin,
+    pub exists: bool,
+    pub loaded: bool,
+}
+
+/// The result of loading: every usable server, the settings, and every problem met on the way.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Config {
+    /// Sorted by name.
+    pub servers: Vec<ServerConfig>,
+    pub settings: Settings,
+    pub problems: Vec<ConfigProblem>,
+    pub sources: Vec<SourceFile>,
+    /// The project directory the config was loaded for.
+    pub project_dir: PathBuf,
+}
+
+impl Config {
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+}
