@@ -1,0 +1,116 @@
+//! Architecture invariants checked by reading `cargo metadata`: dependency arrows between workspace crates point one way.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Layers, lowest first. A crate may depend (normally or at build time) only on crates in strictly lower layers.
+const LAYERS: &[(&str, u32)] = &[
+    ("pimcp-config", 0),
+    ("pimcp-auth", 1),
+    ("pimcp-actors", 2),
+    ("pimcp-proxy", 3),
+    ("pimcp-cli", 4),
+    ("pimcp", 5),
+];
+
+/// Test-support crates: anyone may use them as dev-dependencies; they depend on no pimcp crate.
+const TEST_SUPPORT: &[&str] = &["mcp-fixture"];
+
+fn metadata() -> anyhow::Result<Value> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()?;
+    anyhow::ensure!(out.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// (package, dependency, kind) for every dependency between workspace packages.
+fn workspace_edges(meta: &Value) -> Vec<(String, String, String)> {
+    let members: Vec<&str> =
+        meta["packages"].as_array().into_iter().flatten().filter_map(|p| p["name"].as_str()).collect();
+    let mut edges = Vec::new();
+    for package in meta["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            let dep_name = dep["name"].as_str().unwrap_or_default();
+            if members.contains(&dep_name) {
+                let kind = dep["kind"].as_str().unwrap_or("normal").to_string();
+                edges.push((name.to_string(), dep_name.to_string(), kind));
+            }
+        }
+    }
+    edges
+}
+
+fn violations(edges: &[(String, String, String)]) -> Vec<String> {
+    let layer: BTreeMap<&str, u32> = LAYERS.iter().copied().collect();
+    let mut bad = Vec::new();
+    for (from, to, kind) in edges {
+        if TEST_SUPPORT.contains(&from.as_str()) {
+            if layer.contains_key(to.as_str()) {
+                bad.push(format!("test-support crate `{from}` must not depend on `{to}`"));
+            }
+            continue;
+        }
+        if TEST_SUPPORT.contains(&to.as_str()) {
+            if kind != "dev" {
+                bad.push(format!("`{from}` may use `{to}` only as a dev-dependency (found a {kind} dependency)"));
+            }
+            continue;
+        }
+        match (layer.get(from.as_str()), layer.get(to.as_str())) {
+            (Some(a), Some(b)) if a > b => {}
+            (Some(_), Some(_)) => bad.push(format!("`{from}` depends on `{to}` ({kind}): arrows must point down the layers")),
+            _ => bad.push(format!("`{from}` → `{to}`: crate missing from the layer table in tests/architecture.rs")),
+        }
+    }
+    bad
+}
+
+#[test]
+fn dependency_arrows_point_one_way() -> anyhow::Result<()> {
+    let edges = workspace_edges(&metadata()?);
+    assert!(!edges.is_empty(), "no workspace edges found: is cargo metadata reading the right workspace?");
+    let bad = violations(&edges);
+    assert!(bad.is_empty(), "architecture violations:\n{}", bad.join("\n"));
+    Ok(())
+}
+
+#[test]
+fn checker_rejects_an_upward_arrow() {
+    let edges = vec![
+        ("pimcp-config".to_string(), "pimcp-actors".to_string(), "normal".to_string()),
+        ("pimcp-proxy".to_string(), "mcp-fixture".to_string(), "normal".to_string()),
+        ("mcp-fixture".to_string(), "pimcp-config".to_string(), "normal".to_string()),
+    ];
+    assert_eq!(violations(&edges).len(), 3);
+}
+
+#[test]
+fn every_rust_file_opens_with_a_module_doc() -> anyhow::Result<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut missing = Vec::new();
+    let mut stack = vec![root.join("crates"), root.join("src"), root.join("tests")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "target" && n != "node_modules") {
+                    stack.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path)?;
+                if !text.trim_start().starts_with("//!") {
+                    missing.push(path.strip_prefix(root)?.display().to_string());
+                }
+            }
+        }
+    }
+    missing.sort();
+    assert!(missing.is_empty(), "files without a `//!` header:\n{}", missing.join("\n"));
+    Ok(())
+}
