@@ -1,6 +1,7 @@
 //! pimcp configuration: the typed model, JSONC parsing, and (in sibling modules) discovery, merge, interpolation,
 //! `!command` secrets, host imports, project trust, Agent Plugins and the JSON Schema.
 
+pub mod imports;
 mod jsonc;
 mod model;
 
