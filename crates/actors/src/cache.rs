@@ -1,0 +1,330 @@
+//! The metadata cache (SPEC 7): `<agentDir>/pimcp/cache.json`, versioned, one entry per server holding its tools,
+//! resources, prompts, instructions and negotiated era, keyed by the server's identity hash. Written atomically
+//! (temp + rename, mode 0600) under an exclusive file lock after re-reading the file, so concurrent processes merge
+//! rather than clobber; pruned of servers no longer configured. Blocking I/O: call from `spawn_blocking`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::ServerMetadata;
+use crate::error::{Error, Result};
+
+/// The on-disk format version; another version is ignored (and replaced on the next write).
+pub const CACHE_VERSION: u32 = 1;
+/// An entry is never served as fresh after this long (or after its `ttlMs`, whichever is shorter).
+pub const CACHE_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+/// The cache file name under `<agentDir>/pimcp/`.
+pub const CACHE_FILE_NAME: &str = "cache.json";
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheFile {
+    pub version: u32,
+    #[serde(default)]
+    pub servers: BTreeMap<String, CacheEntry>,
+}
+
+impl Default for CacheFile {
+    fn default() -> Self {
+        CacheFile {
+            version: CACHE_VERSION,
+            servers: BTreeMap::new(),
+        }
+    }
+}
+
+/// One server's entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheEntry {
+    /// `pimcp_config::identity_hash` of the server definition this entry was discovered with.
+    pub config_hash: String,
+    #[serde(flatten)]
+    pub metadata: ServerMetadata,
+    /// Milliseconds since the Unix epoch.
+    pub cached_at: u64,
+}
+
+/// How usable an entry is for a given server definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    Fresh,
+    /// Older than 7 days or its `ttlMs`: served marked stale when the server cannot be reached.
+    Stale,
+}
+
+impl CacheEntry {
+    pub fn new(config_hash: String, metadata: ServerMetadata, now: SystemTime) -> CacheEntry {
+        CacheEntry {
+            config_hash,
+            metadata,
+            cached_at: epoch_ms(now),
+        }
+    }
+
+    /// `None` when the entry belongs to another definition of the server (hash mismatch).
+    pub fn freshness(&self, config_hash: &str, now: SystemTime) -> Option<Freshness> {
+        if self.config_hash != config_hash {
+            return None;
+        }
+        let max_age = match self.metadata.ttl_ms {
+            Some(ttl) => CACHE_MAX_AGE.min(Duration::from_millis(ttl)),
+            None => CACHE_MAX_AGE,
+        };
+        let age = epoch_ms(now).saturating_sub(self.cached_at);
+        if self.cached_at > epoch_ms(now) + 60_000 || u128::from(age) >= max_age.as_millis() {
+            Some(Freshness::Stale)
+        } else {
+            Some(Freshness::Fresh)
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 for times before it).
+pub fn epoch_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// The cache file of one agent directory.
+#[derive(Debug, Clone)]
+pub struct MetadataCache {
+    path: PathBuf,
+}
+
+impl MetadataCache {
+    /// `<agent_dir>/pimcp/cache.json`.
+    pub fn in_agent_dir(agent_dir: &Path) -> MetadataCache {
+        MetadataCache {
+            path: agent_dir.join("pimcp").join(CACHE_FILE_NAME),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock_path(&self) -> PathBuf {
+        self.path.with_extension("json.lock")
+    }
+
+    /// Reads the file; a missing, unreadable, unparsable or other-version file reads as empty.
+    pub fn load(&self) -> CacheFile {
+        match std::fs::read(&self.path) {
+            Ok(bytes) => match serde_json::from_slice::<CacheFile>(&bytes) {
+                Ok(f) if f.version == CACHE_VERSION => f,
+                Ok(f) => {
+                    tracing::info!(path = %self.path.display(), version = f.version, "ignoring metadata cache of another version");
+                    CacheFile::default()
+                }
+                Err(e) => {
+                    tracing::warn!(path = %self.path.display(), error = %e, "ignoring unparsable metadata cache");
+                    CacheFile::default()
+                }
+            },
+            Err(_) => CacheFile::default(),
+        }
+    }
+
+    /// Whether the file exists at all (a first run has none).
+    pub fn exists(&self) -> bool {
+        self.path.exists()
+    }
+
+    /// Under the lock: re-read the file, apply `upserts`, drop `removals`, prune every server not in `configured`
+    /// (when given), and write it back atomically with mode 0600.
+    pub fn update(
+        &self,
+        upserts: Vec<(String, CacheEntry)>,
+        removals: &[String],
+        configured: Option<&BTreeSet<String>>,
+    ) -> Result<()> {
+        let err = |what: &str, e: std::io::Error| Error::Cache {
+            path: self.path.display().to_string(),
+            message: format!("{what}: {e}"),
+        };
+        let dir = self
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        std::fs::create_dir_all(&dir).map_err(|e| err("create directory", e))?;
+        let lock = open_private(&self.lock_path(), false).map_err(|e| err("open lock file", e))?;
+        fs4::FileExt::lock(&lock).map_err(|e| err("lock", e))?;
+        let result = (|| {
+            let mut file = self.load();
+            for (name, entry) in upserts {
+                file.servers.insert(name, entry);
+            }
+            for name in removals {
+                file.servers.remove(name);
+            }
+            if let Some(configured) = configured {
+                file.servers.retain(|name, _| configured.contains(name));
+            }
+            let bytes = serde_json::to_vec(&file).map_err(|e| err("serialize", std::io::Error::other(e)))?;
+            let tmp = dir.join(format!(".{CACHE_FILE_NAME}.{}.tmp", std::process::id()));
+            {
+                let mut f = open_private(&tmp, true).map_err(|e| err("create temp file", e))?;
+                f.write_all(&bytes).map_err(|e| err("write temp file", e))?;
+                f.sync_all().map_err(|e| err("sync temp file", e))?;
+            }
+            std::fs::rename(&tmp, &self.path).map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                err("rename temp file", e)
+            })
+        })();
+        let _ = fs4::FileExt::unlock(&lock);
+        result
+    }
+}
+
+/// Opens (creating) a file readable and writable by the owner only.
+fn open_private(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).write(true).read(true);
+    if truncate {
+        opts.truncate(true);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let f = opts.open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::catalog::tests::tool;
+
+    fn meta(tools: &[&str]) -> ServerMetadata {
+        ServerMetadata {
+            tools: tools.iter().map(|t| tool(t)).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn roundtrip_is_private_and_atomic() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = MetadataCache::in_agent_dir(dir.path());
+        assert!(!cache.exists());
+        assert_eq!(cache.load(), CacheFile::default());
+        let now = SystemTime::now();
+        cache
+            .update(
+                vec![("a".into(), CacheEntry::new("h1".into(), meta(&["echo"]), now))],
+                &[],
+                None,
+            )
+            .unwrap();
+        let loaded = cache.load();
+        assert_eq!(loaded.servers["a"].metadata.tools[0].name, "echo");
+        assert_eq!(loaded.servers["a"].freshness("h1", now), Some(Freshness::Fresh));
+        assert_eq!(loaded.servers["a"].freshness("other", now), None);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(cache.path()).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600);
+        }
+        // No temp files left behind.
+        let leftovers: Vec<_> = std::fs::read_dir(cache.path().parent().unwrap())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
+        assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn concurrent_writers_merge() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = MetadataCache::in_agent_dir(dir.path());
+        let now = SystemTime::now();
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let cache = cache.clone();
+                std::thread::spawn(move || {
+                    let name = format!("s{i}");
+                    cache
+                        .update(
+                            vec![(name, CacheEntry::new(format!("h{i}"), meta(&["t"]), now))],
+                            &[],
+                            None,
+                        )
+                        .unwrap();
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(cache.load().servers.len(), 8);
+    }
+
+    #[test]
+    fn prune_and_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = MetadataCache::in_agent_dir(dir.path());
+        let now = SystemTime::now();
+        let e = |h: &str| CacheEntry::new(h.into(), meta(&["t"]), now);
+        cache
+            .update(
+                vec![("a".into(), e("1")), ("b".into(), e("2")), ("c".into(), e("3"))],
+                &[],
+                None,
+            )
+            .unwrap();
+        let configured: BTreeSet<String> = ["a".to_owned(), "b".to_owned()].into();
+        cache.update(vec![], &["b".to_owned()], Some(&configured)).unwrap();
+        assert_eq!(cache.load().servers.keys().cloned().collect::<Vec<_>>(), ["a"]);
+    }
+
+    #[test]
+    fn ttl_and_max_age_make_entries_stale() {
+        let now = SystemTime::now();
+        let mut m = meta(&["t"]);
+        m.ttl_ms = Some(1000);
+        let e = CacheEntry::new("h".into(), m, now - Duration::from_secs(2));
+        assert_eq!(e.freshness("h", now), Some(Freshness::Stale));
+        let e = CacheEntry::new("h".into(), meta(&["t"]), now - Duration::from_secs(8 * 24 * 3600));
+        assert_eq!(e.freshness("h", now), Some(Freshness::Stale));
+        let e = CacheEntry::new("h".into(), meta(&["t"]), now - Duration::from_secs(6 * 24 * 3600));
+        assert_eq!(e.freshness("h", now), Some(Freshness::Fresh));
+        let mut m = meta(&["t"]);
+        m.ttl_ms = Some(0);
+        assert_eq!(
+            CacheEntry::new("h".into(), m, now).freshness("h", now),
+            Some(Freshness::Stale)
+        );
+    }
+
+    #[test]
+    fn other_versions_and_garbage_read_as_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = MetadataCache::in_agent_dir(dir.path());
+        std::fs::create_dir_all(cache.path().parent().unwrap()).unwrap();
+        std::fs::write(cache.path(), br#"{"version":99,"servers":{}}"#).unwrap();
+        assert_eq!(cache.load(), CacheFile::default());
+        std::fs::write(cache.path(), b"not json").unwrap();
+        assert_eq!(cache.load(), CacheFile::default());
+        cache.update(vec![], &[], None).unwrap();
+        assert_eq!(cache.load().version, CACHE_VERSION);
+    }
+}

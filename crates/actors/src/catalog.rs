@@ -1,0 +1,648 @@
+//! The merged tool catalog: per-server metadata turned into exposed names (SPEC 6), filtered by include/exclude,
+//! with resources as `read_<name>` tools, collisions dropped, and name resolution (prefixed, original, `-`/`_`
+//! fuzzy, implied server, ambiguity, suggestions). A `Catalog` is an immutable snapshot; the router publishes a new
+//! one whenever a server's metadata or state changes, and readers clone the `Arc` without messaging anyone.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use pimcp_config::{Availability, Config, ServerConfig, ToolPrefix};
+use rmcp::model::{JsonObject, Prompt, Resource, Tool, ToolAnnotations};
+use serde::{Deserialize, Serialize};
+
+use crate::naming::{ToolFilter, format_tool_name, fuzzy_key, resource_tool_name, server_prefix, tool_candidates};
+
+/// What discovery (or the metadata cache) knows about one server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerMetadata {
+    #[serde(default)]
+    pub tools: Vec<Tool>,
+    #[serde(default)]
+    pub resources: Vec<Resource>,
+    #[serde(default)]
+    pub prompts: Vec<Prompt>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// The negotiated protocol version (`2025-11-25`, `2026-07-28`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    /// `legacy` (initialize) or `stateless` (2026-07-28): remembered so `auto` pays its probe once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub era: Option<String>,
+    /// The server's `tools/list` cache hint (SEP-2549).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_scope: Option<String>,
+}
+
+/// Where a server's catalog entry came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MetadataSource {
+    /// Discovered on the current connection.
+    Live,
+    /// A valid metadata-cache entry.
+    Cache,
+    /// An expired cache entry, served because nothing better is known.
+    StaleCache,
+}
+
+/// One exposed tool (or `read_<resource>` pseudo-tool).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogTool {
+    /// The exposed (prefixed, escaped) name.
+    pub name: String,
+    /// The upstream name (for resource tools: `read_<resource name>`).
+    pub original: String,
+    pub server: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub input_schema: Arc<JsonObject>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Arc<JsonObject>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
+    /// `Some(uri)` for a resource exposed as a tool: calling it reads the resource.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_uri: Option<String>,
+}
+
+impl CatalogTool {
+    /// `readOnlyHint` or `idempotentHint`: a call may be replayed safely (SPEC 4). Resource reads are reads.
+    pub fn is_replay_safe(&self) -> bool {
+        if self.resource_uri.is_some() {
+            return true;
+        }
+        self.annotations
+            .as_ref()
+            .is_some_and(|a| a.read_only_hint == Some(true) || a.idempotent_hint == Some(true))
+    }
+}
+
+/// One server's slice of the catalog.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerCatalog {
+    pub server: String,
+    /// `None`: nothing is known yet (never connected, no cache entry).
+    pub source: Option<MetadataSource>,
+    /// Whether the server may start (not disabled, untrusted or misconfigured).
+    pub available: bool,
+    pub tools: Vec<Arc<CatalogTool>>,
+    pub resources: Vec<Resource>,
+    pub prompts: Vec<Prompt>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    /// The prefix its tools carry (empty for `toolPrefix: none`).
+    pub prefix: String,
+}
+
+/// What [`Catalog::resolve`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolution {
+    Found(Arc<CatalogTool>),
+    Ambiguous(Vec<String>),
+    /// Not found, but these servers (implied by the name, or with no metadata at all) may have it once connected.
+    NeedsDiscovery(Vec<String>),
+    NotFound {
+        server: Option<String>,
+        available: Vec<String>,
+        suggestions: Vec<String>,
+    },
+    UnknownServer(String),
+}
+
+/// An immutable snapshot of every server's exposed tools.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    servers: BTreeMap<String, ServerCatalog>,
+    /// Exposed name → (server, tool index).
+    by_name: HashMap<String, (String, usize)>,
+    /// Names dropped because more than one tool produced them.
+    collisions: Vec<String>,
+    /// Version counter, bumped by the router on every publish.
+    pub(crate) version: u64,
+}
+
+/// Inputs for one server when building a catalog.
+#[derive(Debug, Clone)]
+pub struct ServerInput<'a> {
+    pub config: &'a ServerConfig,
+    pub metadata: Option<(&'a ServerMetadata, MetadataSource)>,
+}
+
+impl Catalog {
+    /// Builds the catalog from each configured server and what is known about it.
+    pub fn build(global_mode: ToolPrefix, inputs: &[ServerInput<'_>]) -> Catalog {
+        let mut servers = BTreeMap::new();
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for input in inputs {
+            let cfg = input.config;
+            let mode = cfg.tool_prefix.unwrap_or(global_mode);
+            let filter = ToolFilter::new(&cfg.include_tools, &cfg.exclude_tools);
+            let mut tools = Vec::new();
+            if let Some((meta, _)) = input.metadata {
+                for t in &meta.tools {
+                    let candidates = tool_candidates(&t.name, &cfg.name, mode);
+                    if !filter.allows(&candidates) {
+                        continue;
+                    }
+                    tools.push(CatalogTool {
+                        name: format_tool_name(&t.name, &cfg.name, mode),
+                        original: t.name.to_string(),
+                        server: cfg.name.clone(),
+                        title: t
+                            .title
+                            .clone()
+                            .or_else(|| t.annotations.as_ref().and_then(|a| a.title.clone())),
+                        description: t.description.as_ref().map(|d| d.to_string()),
+                        input_schema: t.input_schema.clone(),
+                        output_schema: t.output_schema.clone(),
+                        annotations: t.annotations.clone(),
+                        resource_uri: None,
+                    });
+                }
+                if cfg.expose_resources {
+                    for r in &meta.resources {
+                        let original = resource_tool_name(&r.name);
+                        let candidates = tool_candidates(&original, &cfg.name, mode);
+                        if !filter.allows(&candidates) {
+                            continue;
+                        }
+                        let mut schema = JsonObject::new();
+                        schema.insert("type".into(), "object".into());
+                        schema.insert("properties".into(), serde_json::Value::Object(JsonObject::new()));
+                        tools.push(CatalogTool {
+                            name: format_tool_name(&original, &cfg.name, mode),
+                            original,
+                            server: cfg.name.clone(),
+                            title: r.title.clone(),
+                            description: Some(
+                                r.description
+                                    .clone()
+                                    .unwrap_or_else(|| format!("Read resource: {}", r.uri)),
+                            ),
+                            input_schema: Arc::new(schema),
+                            output_schema: None,
+                            annotations: None,
+                            resource_uri: Some(r.uri.clone()),
+                        });
+                    }
+                }
+            }
+            for t in &tools {
+                *counts.entry(t.name.clone()).or_default() += 1;
+            }
+            servers.insert(
+                cfg.name.clone(),
+                (
+                    ServerCatalog {
+                        server: cfg.name.clone(),
+                        source: input.metadata.map(|(_, s)| s),
+                        available: cfg.availability == Availability::Available,
+                        tools: Vec::new(),
+                        resources: input.metadata.map(|(m, _)| m.resources.clone()).unwrap_or_default(),
+                        prompts: input.metadata.map(|(m, _)| m.prompts.clone()).unwrap_or_default(),
+                        instructions: input.metadata.and_then(|(m, _)| m.instructions.clone()),
+                        protocol_version: input.metadata.and_then(|(m, _)| m.protocol_version.clone()),
+                        prefix: server_prefix(&cfg.name, mode),
+                    },
+                    tools,
+                ),
+            );
+        }
+        let mut collisions: Vec<String> = counts.iter().filter(|(_, n)| **n > 1).map(|(k, _)| k.clone()).collect();
+        collisions.sort();
+        for name in &collisions {
+            tracing::warn!(tool = %name, "tool name produced by more than one tool; dropping all of them");
+        }
+        let mut by_name = HashMap::new();
+        let servers = servers
+            .into_iter()
+            .map(|(name, (mut sc, tools))| {
+                sc.tools = tools
+                    .into_iter()
+                    .filter(|t| counts.get(&t.name).copied() == Some(1))
+                    .map(Arc::new)
+                    .collect();
+                for (i, t) in sc.tools.iter().enumerate() {
+                    by_name.insert(t.name.clone(), (name.clone(), i));
+                }
+                (name, sc)
+            })
+            .collect();
+        Catalog {
+            servers,
+            by_name,
+            collisions,
+            version: 0,
+        }
+    }
+
+    /// Builds from a config and a map of known metadata.
+    pub fn from_config(config: &Config, known: &BTreeMap<String, (ServerMetadata, MetadataSource)>) -> Catalog {
+        let inputs: Vec<ServerInput<'_>> = config
+            .servers
+            .iter()
+            .map(|s| ServerInput {
+                config: s,
+                metadata: known.get(&s.name).map(|(m, src)| (m, *src)),
+            })
+            .collect();
+        Catalog::build(config.settings.tool_prefix, &inputs)
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    pub fn servers(&self) -> impl Iterator<Item = &ServerCatalog> {
+        self.servers.values()
+    }
+
+    pub fn server(&self, name: &str) -> Option<&ServerCatalog> {
+        self.servers.get(name)
+    }
+
+    /// Every exposed tool, ordered by server then upstream order.
+    pub fn tools(&self) -> impl Iterator<Item = &Arc<CatalogTool>> {
+        self.servers.values().flat_map(|s| s.tools.iter())
+    }
+
+    /// Exposed names dropped because they collided.
+    pub fn collisions(&self) -> &[String] {
+        &self.collisions
+    }
+
+    /// The tool with exactly this exposed name.
+    pub fn get(&self, name: &str) -> Option<&Arc<CatalogTool>> {
+        let (server, idx) = self.by_name.get(name)?;
+        self.servers.get(server)?.tools.get(*idx)
+    }
+
+    /// Resolves a name as the proxy's `call`/`describe` do: exact exposed name, original name, the implied
+    /// server's prefix, then `-`/`_` fuzz; unknown metadata asks for discovery instead of failing.
+    pub fn resolve(&self, name: &str, server: Option<&str>) -> Resolution {
+        if let Some(server) = server {
+            let Some(sc) = self.servers.get(server) else {
+                return Resolution::UnknownServer(server.to_owned());
+            };
+            if let Some(t) = sc.tools.iter().find(|t| t.name == name) {
+                return Resolution::Found(t.clone());
+            }
+            let hits = match_in_server(sc, name);
+            return match hits.len() {
+                1 => Resolution::Found(hits[0].clone()),
+                0 if sc.available && sc.source != Some(MetadataSource::Live) => {
+                    Resolution::NeedsDiscovery(vec![server.to_owned()])
+                }
+                0 => Resolution::NotFound {
+                    server: Some(server.to_owned()),
+                    available: sc.tools.iter().map(|t| t.name.clone()).collect(),
+                    suggestions: self.suggestions(name),
+                },
+                _ => Resolution::Ambiguous(hits.iter().map(|t| t.name.clone()).collect()),
+            };
+        }
+        if let Some(t) = self.get(name) {
+            return Resolution::Found(t.clone());
+        }
+        let originals: Vec<&Arc<CatalogTool>> = self.tools().filter(|t| t.original == name).collect();
+        match originals.len() {
+            1 => return Resolution::Found(originals[0].clone()),
+            n if n > 1 => return Resolution::Ambiguous(originals.iter().map(|t| t.name.clone()).collect()),
+            _ => {}
+        }
+        let implied = self.implied_servers(name);
+        if let Some(first) = implied.first()
+            && let Some(sc) = self.servers.get(first)
+        {
+            let rest = name.get(sc.prefix.len() + 1..).unwrap_or("");
+            let mut hits = match_in_server(sc, rest);
+            if hits.is_empty() {
+                hits = match_in_server(sc, name);
+            }
+            match hits.len() {
+                1 => return Resolution::Found(hits[0].clone()),
+                n if n > 1 => return Resolution::Ambiguous(hits.iter().map(|t| t.name.clone()).collect()),
+                _ => {}
+            }
+        }
+        let key = fuzzy_key(name);
+        let fuzzy: Vec<&Arc<CatalogTool>> = self
+            .tools()
+            .filter(|t| fuzzy_key(&t.name) == key || fuzzy_key(&t.original) == key)
+            .collect();
+        match fuzzy.len() {
+            1 => return Resolution::Found(fuzzy[0].clone()),
+            n if n > 1 => return Resolution::Ambiguous(fuzzy.iter().map(|t| t.name.clone()).collect()),
+            _ => {}
+        }
+        let undiscovered_implied: Vec<String> = implied
+            .iter()
+            .filter(|s| {
+                self.servers
+                    .get(*s)
+                    .is_some_and(|sc| sc.available && sc.source != Some(MetadataSource::Live))
+            })
+            .cloned()
+            .collect();
+        if !undiscovered_implied.is_empty() {
+            return Resolution::NeedsDiscovery(undiscovered_implied);
+        }
+        let unknown: Vec<String> = self
+            .servers
+            .values()
+            .filter(|sc| sc.available && sc.source.is_none())
+            .map(|sc| sc.server.clone())
+            .collect();
+        if !unknown.is_empty() {
+            return Resolution::NeedsDiscovery(unknown);
+        }
+        let (server, available) = match implied.first().and_then(|s| self.servers.get(s)) {
+            Some(sc) => (
+                Some(sc.server.clone()),
+                sc.tools.iter().map(|t| t.name.clone()).collect(),
+            ),
+            None => (None, Vec::new()),
+        };
+        Resolution::NotFound {
+            server,
+            available,
+            suggestions: self.suggestions(name),
+        }
+    }
+
+    /// Servers whose prefix (plus `_`) starts `name`, longest prefix first.
+    pub fn implied_servers(&self, name: &str) -> Vec<String> {
+        let mut hits: Vec<&ServerCatalog> = self
+            .servers
+            .values()
+            .filter(|sc| {
+                !sc.prefix.is_empty() && name.len() > sc.prefix.len() && name.starts_with(&format!("{}_", sc.prefix))
+            })
+            .collect();
+        hits.sort_by(|a, b| b.prefix.len().cmp(&a.prefix.len()).then(a.server.cmp(&b.server)));
+        hits.into_iter().map(|sc| sc.server.clone()).collect()
+    }
+
+    /// Up to 5 close names: edit distance over exposed and original names, plus substring hits.
+    pub fn suggestions(&self, name: &str) -> Vec<String> {
+        let needle = fuzzy_key(name);
+        let mut scored: Vec<(usize, &str)> = self
+            .tools()
+            .filter_map(|t| {
+                let d = levenshtein(&needle, &fuzzy_key(&t.name)).min(levenshtein(&needle, &fuzzy_key(&t.original)));
+                let limit = (needle.chars().count() / 3).max(2);
+                let contains = needle.len() >= 3 && (fuzzy_key(&t.name).contains(&needle));
+                (d <= limit || contains).then_some((if contains { d.min(limit) } else { d }, t.name.as_str()))
+            })
+            .collect();
+        scored.sort();
+        scored.into_iter().take(5).map(|(_, n)| n.to_owned()).collect()
+    }
+}
+
+fn match_in_server(sc: &ServerCatalog, name: &str) -> Vec<Arc<CatalogTool>> {
+    if name.is_empty() {
+        return Vec::new();
+    }
+    let exact: Vec<_> = sc
+        .tools
+        .iter()
+        .filter(|t| t.name == name || t.original == name)
+        .cloned()
+        .collect();
+    if !exact.is_empty() {
+        return exact;
+    }
+    let key = fuzzy_key(name);
+    sc.tools
+        .iter()
+        .filter(|t| {
+            fuzzy_key(&t.name) == key
+                || fuzzy_key(&t.original) == key
+                || fuzzy_key(&crate::naming::sanitize_tool(&t.original)) == key
+        })
+        .cloned()
+        .collect()
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        cur[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use pimcp_config::{AuthConfig, Lifecycle, Origin, ProtocolMode, StdioTransport, Timeouts, Transport};
+
+    pub(crate) fn server(name: &str) -> ServerConfig {
+        ServerConfig {
+            name: name.into(),
+            transport: Transport::Stdio(StdioTransport {
+                command: "true".into(),
+                args: vec![],
+                env: Default::default(),
+                cwd: None,
+                inherit_env: true,
+            }),
+            auth: AuthConfig::Auto,
+            lifecycle: Lifecycle::Lazy,
+            timeouts: Timeouts::default(),
+            protocol: ProtocolMode::Auto,
+            availability: Availability::Available,
+            description: None,
+            expose_resources: true,
+            direct_tools: None,
+            tool_prefix: None,
+            include_tools: vec![],
+            exclude_tools: vec![],
+            hidden: false,
+            search_keywords: Default::default(),
+            approve_tools: None,
+            debug: false,
+            trace: None,
+            origin: Origin::InMemory,
+            provenance: Default::default(),
+        }
+    }
+
+    pub(crate) fn tool(name: &str) -> Tool {
+        Tool::new(name.to_owned(), format!("the {name} tool"), Arc::new(JsonObject::new()))
+    }
+
+    fn meta(tools: &[&str]) -> ServerMetadata {
+        ServerMetadata {
+            tools: tools.iter().map(|t| tool(t)).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn build(servers: &[(ServerConfig, Option<ServerMetadata>)], mode: ToolPrefix) -> Catalog {
+        let inputs: Vec<ServerInput<'_>> = servers
+            .iter()
+            .map(|(c, m)| ServerInput {
+                config: c,
+                metadata: m.as_ref().map(|m| (m, MetadataSource::Live)),
+            })
+            .collect();
+        Catalog::build(mode, &inputs)
+    }
+
+    #[test]
+    fn prefixed_and_original_names_resolve() {
+        let c = build(
+            &[(server("everything"), Some(meta(&["echo", "get-sum"])))],
+            ToolPrefix::Server,
+        );
+        let names: Vec<_> = c.tools().map(|t| t.name.clone()).collect();
+        assert_eq!(names, ["everything_echo", "everything_get-sum"]);
+        let found = |r: Resolution| match r {
+            Resolution::Found(t) => t.name.clone(),
+            other => panic!("not found: {other:?}"),
+        };
+        assert_eq!(found(c.resolve("everything_echo", None)), "everything_echo");
+        assert_eq!(found(c.resolve("echo", None)), "everything_echo");
+        assert_eq!(found(c.resolve("everything_get_sum", None)), "everything_get-sum");
+        assert_eq!(found(c.resolve("get_sum", Some("everything"))), "everything_get-sum");
+        assert_eq!(found(c.resolve("echo", Some("everything"))), "everything_echo");
+    }
+
+    #[test]
+    fn ambiguity_lists_candidates() {
+        let c = build(
+            &[
+                (server("a"), Some(meta(&["echo"]))),
+                (server("b"), Some(meta(&["echo"]))),
+            ],
+            ToolPrefix::Server,
+        );
+        assert_eq!(
+            c.resolve("echo", None),
+            Resolution::Ambiguous(vec!["a_echo".into(), "b_echo".into()])
+        );
+        assert!(matches!(c.resolve("a_echo", None), Resolution::Found(_)));
+    }
+
+    #[test]
+    fn collisions_are_dropped() {
+        let c = build(
+            &[
+                (server("a"), Some(meta(&["echo"]))),
+                (server("b"), Some(meta(&["echo", "x"]))),
+            ],
+            ToolPrefix::None,
+        );
+        assert_eq!(c.collisions(), ["echo"]);
+        assert_eq!(c.tools().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["x"]);
+    }
+
+    #[test]
+    fn filters_apply_and_resources_become_tools() {
+        let mut s = server("docs");
+        s.exclude_tools = vec!["*secret*".into()];
+        let mut m = meta(&["search", "secret_tool"]);
+        m.resources = vec![Resource::new("file:///README.md", "README.md")];
+        let c = build(&[(s.clone(), Some(m.clone()))], ToolPrefix::Server);
+        let names: Vec<_> = c.tools().map(|t| t.name.clone()).collect();
+        assert_eq!(names, ["docs_search", "docs_read_readme_md"]);
+        let read = c.get("docs_read_readme_md").unwrap();
+        assert_eq!(read.resource_uri.as_deref(), Some("file:///README.md"));
+        assert!(read.is_replay_safe());
+        s.expose_resources = false;
+        let c = build(&[(s, Some(m))], ToolPrefix::Server);
+        assert_eq!(c.tools().count(), 1);
+    }
+
+    #[test]
+    fn unknown_metadata_asks_for_discovery() {
+        let c = build(
+            &[(server("lazy"), None), (server("known"), Some(meta(&["a"])))],
+            ToolPrefix::Server,
+        );
+        assert_eq!(
+            c.resolve("lazy_thing", None),
+            Resolution::NeedsDiscovery(vec!["lazy".into()])
+        );
+        assert_eq!(
+            c.resolve("thing", None),
+            Resolution::NeedsDiscovery(vec!["lazy".into()])
+        );
+        assert_eq!(
+            c.resolve("thing", Some("lazy")),
+            Resolution::NeedsDiscovery(vec!["lazy".into()])
+        );
+        assert_eq!(c.resolve("x", Some("nope")), Resolution::UnknownServer("nope".into()));
+    }
+
+    #[test]
+    fn cached_metadata_still_discovers_implied_server() {
+        let s = server("gh");
+        let m = meta(&["a"]);
+        let inputs = [ServerInput {
+            config: &s,
+            metadata: Some((&m, MetadataSource::Cache)),
+        }];
+        let c = Catalog::build(ToolPrefix::Server, &inputs);
+        assert_eq!(
+            c.resolve("gh_new_tool", None),
+            Resolution::NeedsDiscovery(vec!["gh".into()])
+        );
+    }
+
+    #[test]
+    fn typos_get_suggestions() {
+        let c = build(
+            &[(
+                server("everything"),
+                Some(meta(&["echo", "add", "longRunningOperation"])),
+            )],
+            ToolPrefix::Server,
+        );
+        match c.resolve("everything_ecoh", None) {
+            Resolution::NotFound {
+                suggestions,
+                server,
+                available,
+            } => {
+                assert_eq!(suggestions.first().map(String::as_str), Some("everything_echo"));
+                assert_eq!(server.as_deref(), Some("everything"));
+                assert_eq!(available.len(), 3);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn longest_prefix_wins() {
+        let c = build(
+            &[
+                (server("git"), Some(meta(&["hub_x"]))),
+                (server("git_hub"), Some(meta(&["x"]))),
+            ],
+            ToolPrefix::Server,
+        );
+        assert_eq!(c.implied_servers("git_hub_x"), ["git_hub", "git"]);
+    }
+}

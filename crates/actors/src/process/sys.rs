@@ -1,0 +1,167 @@
+//! Thin wrappers over the few libc calls the process layer needs (process groups, parent-death signals,
+//! signal masks); each `unsafe` block is one syscall with plain integer arguments.
+
+use std::io;
+use std::time::Duration;
+
+/// `kill(-pgid, sig)`: signal every process in a group. `Ok(false)` when the group no longer exists.
+pub fn signal_group(pgid: i32, sig: i32) -> io::Result<bool> {
+    if pgid <= 1 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "refusing to signal process group <= 1"));
+    }
+    // SAFETY: killpg takes two integers and has no memory effects.
+    #[allow(unsafe_code, reason = "killpg(2) has no safe std equivalent")]
+    let rc = unsafe { libc::killpg(pgid, sig) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::ESRCH) { Ok(false) } else { Err(err) }
+}
+
+/// Whether any process (zombies included) is still in the group.
+pub fn group_exists(pgid: i32) -> bool {
+    signal_group(pgid, 0).unwrap_or(true)
+}
+
+/// `getppid()`.
+pub fn parent_pid() -> u32 {
+    // SAFETY: getppid cannot fail and touches no memory.
+    #[allow(unsafe_code, reason = "getppid(2) is not exposed by std")]
+    let pid = unsafe { libc::getppid() };
+    pid.unsigned_abs()
+}
+
+/// Arms `PR_SET_PDEATHSIG`: `sig` is delivered when the thread that forked us exits. Linux only; a no-op elsewhere.
+/// Async-signal-safe, so it may run in a `pre_exec` hook.
+#[cfg(target_os = "linux")]
+pub fn set_parent_death_signal(sig: i32) -> io::Result<()> {
+    // SAFETY: prctl(PR_SET_PDEATHSIG, sig) reads only its integer arguments.
+    #[allow(unsafe_code, reason = "prctl(2) has no safe std equivalent")]
+    let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::c_ulong::from(sig.unsigned_abs()), 0, 0, 0) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn set_parent_death_signal(_sig: i32) -> io::Result<()> {
+    Ok(())
+}
+
+/// A set of signals blocked in the calling thread and collected synchronously with [`SignalSet::wait`].
+#[cfg(target_os = "linux")]
+pub struct SignalSet {
+    set: libc::sigset_t,
+}
+
+#[cfg(target_os = "linux")]
+impl SignalSet {
+    /// Blocks `signals` in the calling thread (they stay pending until [`SignalSet::wait`] takes them).
+    pub fn block(signals: &[i32]) -> io::Result<SignalSet> {
+        // SAFETY: sigset_t is a plain bitmask; sigemptyset/sigaddset initialize it in place, and
+        // pthread_sigmask reads it. No pointer outlives this function except the owned copy we return.
+        #[allow(unsafe_code, reason = "signal masks have no safe std equivalent")]
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for &sig in signals {
+                libc::sigaddset(&mut set, sig);
+            }
+            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            Ok(SignalSet { set })
+        }
+    }
+
+    /// Waits up to `timeout` for one of the blocked signals; `None` on timeout or interruption.
+    pub fn wait(&self, timeout: Duration) -> Option<i32> {
+        let ts = libc::timespec {
+            tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: libc::c_long::try_from(timeout.subsec_nanos()).unwrap_or(0),
+        };
+        // SAFETY: both pointers refer to live, initialized values owned by this frame or self.
+        #[allow(unsafe_code, reason = "sigtimedwait(2) has no safe std equivalent")]
+        let sig = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &ts) };
+        (sig > 0).then_some(sig)
+    }
+}
+
+/// Points file descriptor `fd` at `/dev/null` (used by the shim to drop its copies of the server's stdio).
+pub fn redirect_to_dev_null(fd: i32) -> io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
+    // SAFETY: dup2 on two valid descriptors; `null` stays open for the duration of the call.
+    #[allow(unsafe_code, reason = "dup2(2) has no safe std equivalent")]
+    let rc = unsafe { libc::dup2(null.as_raw_fd(), fd) };
+    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// The process group of `pid` (`getpgid`).
+pub fn process_group_of(pid: u32) -> io::Result<i32> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
+    // SAFETY: getpgid takes an integer and touches no memory.
+    #[allow(unsafe_code, reason = "getpgid(2) has no safe std equivalent")]
+    let pgid = unsafe { libc::getpgid(pid) };
+    if pgid < 0 { Err(io::Error::last_os_error()) } else { Ok(pgid) }
+}
+
+/// Our own process group (`getpgrp`).
+pub fn own_process_group() -> i32 {
+    // SAFETY: getpgrp cannot fail and touches no memory.
+    #[allow(unsafe_code, reason = "getpgrp(2) is not exposed by std")]
+    unsafe {
+        libc::getpgrp()
+    }
+}
+
+/// Whether our child `pid` has exited, without reaping it (`waitid(WNOWAIT)`): while the zombie is unreaped its
+/// pid, and so its process-group id, cannot be reused, which keeps a following `killpg` safe.
+#[cfg(target_os = "linux")]
+pub fn child_has_exited(pid: u32) -> io::Result<bool> {
+    let id = libc::id_t::from(pid);
+    // SAFETY: siginfo_t is plain data; waitid writes into it and reads nothing else.
+    #[allow(unsafe_code, reason = "waitid(2) with WNOWAIT has no safe std equivalent")]
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(libc::P_PID, id, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        if rc != 0 {
+            let err = io::Error::last_os_error();
+            // Already reaped (or not our child): it is gone.
+            return if err.raw_os_error() == Some(libc::ECHILD) { Ok(true) } else { Err(err) };
+        }
+        Ok(info.si_pid() != 0)
+    }
+}
+
+/// Live (non-zombie) members of process group `pgid`, found by scanning `/proc` (Linux).
+#[cfg(target_os = "linux")]
+pub fn live_group_members(pgid: i32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // "pid (comm) state ppid pgrp ..."; comm may contain anything, so parse after the last ')'.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let _ppid = fields.next();
+        let group = fields.next().and_then(|g| g.parse::<i32>().ok());
+        if group == Some(pgid) && state != Some("Z") && state != Some("X") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn child_has_exited(_pid: u32) -> io::Result<bool> {
+    Ok(false)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn live_group_members(_pgid: i32) -> Vec<u32> {
+    Vec::new()
+}

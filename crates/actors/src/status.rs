@@ -1,0 +1,283 @@
+//! What hosts observe: per-server [`ServerState`], the versioned [`StatusSnapshot`], and [`RuntimeEvent`]s. Server
+//! actors publish into a shared [`StatusBoard`] (a lock-free map plus a broadcast channel), so `status()` never waits
+//! on an actor.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use dashmap::DashMap;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use crate::cache::epoch_ms;
+use crate::error::ErrorCategory;
+
+/// A server's lifecycle state (SPEC 2). Transitions happen only inside its ServerActor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum ServerState {
+    /// `enabled: false` / `disabled: true`, or disabled at run time.
+    Disabled,
+    /// Not connected; metadata (if any) comes from the cache.
+    Cached,
+    Connecting,
+    Ready,
+    /// Closing its connection (idle close, wedged, reconnect, shutdown).
+    Draining,
+    /// The last connect failed; the next attempt is not before `until`.
+    Backoff {
+        #[serde(with = "epoch_millis", rename = "untilMs")]
+        until: SystemTime,
+        attempt: u32,
+    },
+    NeedsAuth,
+    /// The crash-loop breaker is open: stays here until `connect` or a config change.
+    Failed {
+        reason: String,
+    },
+    /// Comes from a project file that is not trusted.
+    Untrusted,
+    /// A configuration error that bites at connect (missing variable, bad field).
+    ConfigError,
+}
+
+impl ServerState {
+    /// Short kebab-case name (`ready`, `backoff`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ServerState::Disabled => "disabled",
+            ServerState::Cached => "cached",
+            ServerState::Connecting => "connecting",
+            ServerState::Ready => "ready",
+            ServerState::Draining => "draining",
+            ServerState::Backoff { .. } => "backoff",
+            ServerState::NeedsAuth => "needs-auth",
+            ServerState::Failed { .. } => "failed",
+            ServerState::Untrusted => "untrusted",
+            ServerState::ConfigError => "config-error",
+        }
+    }
+}
+
+mod epoch_millis {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(super::epoch_ms(*t))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        let ms = u64::deserialize(d)?;
+        Ok(UNIX_EPOCH + Duration::from_millis(ms))
+    }
+}
+
+/// One server's line in the status snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerStatus {
+    pub name: String,
+    #[serde(flatten)]
+    pub state: ServerState,
+    /// Human reason for the state (`exited with code 3 at start`, `idle`, `needs auth`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub tool_count: usize,
+    pub resource_count: usize,
+    pub prompt_count: usize,
+    /// `live`, `cache`, `stale-cache`, or absent when nothing is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<crate::catalog::MetadataSource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error_category: Option<ErrorCategory>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Failures counted by the crash-loop breaker in its current window.
+    pub failures: u32,
+    /// Milliseconds connected (present while ready).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uptime_ms: Option<u64>,
+    /// When the state was entered (epoch ms).
+    pub since_ms: u64,
+    pub in_flight: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    pub lifecycle: String,
+}
+
+impl ServerStatus {
+    pub(crate) fn new(name: &str, state: ServerState, lifecycle: &str) -> ServerStatus {
+        ServerStatus {
+            name: name.to_owned(),
+            state,
+            reason: None,
+            tool_count: 0,
+            resource_count: 0,
+            prompt_count: 0,
+            metadata: None,
+            protocol_version: None,
+            last_error_category: None,
+            last_error: None,
+            failures: 0,
+            uptime_ms: None,
+            since_ms: epoch_ms(SystemTime::now()),
+            in_flight: 0,
+            pid: None,
+            lifecycle: lifecycle.to_owned(),
+        }
+    }
+}
+
+/// The versioned snapshot returned by `status()` and `pimcp-run status --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusSnapshot {
+    /// `pimcp/status/v1`.
+    pub schema: String,
+    pub taken_at_ms: u64,
+    /// Sorted by name.
+    pub servers: Vec<ServerStatus>,
+}
+
+impl StatusSnapshot {
+    pub const SCHEMA: &'static str = "pimcp/status/v1";
+
+    pub fn server(&self, name: &str) -> Option<&ServerStatus> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+}
+
+/// Something a host may want to react to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum RuntimeEvent {
+    /// A server changed state.
+    State {
+        server: String,
+        state: ServerState,
+        reason: Option<String>,
+    },
+    /// The merged catalog changed (a server's tools/resources/prompts were (re)discovered or dropped).
+    CatalogChanged { version: u64, servers: Vec<String> },
+}
+
+/// Shared per-server status plus the event fan-out.
+#[derive(Debug, Clone)]
+pub(crate) struct StatusBoard {
+    servers: Arc<DashMap<String, ServerStatus>>,
+    events: broadcast::Sender<RuntimeEvent>,
+}
+
+/// Capacity of the event channel; slow receivers see `Lagged` rather than blocking actors.
+pub(crate) const EVENT_CAPACITY: usize = 1024;
+
+impl StatusBoard {
+    pub(crate) fn new() -> StatusBoard {
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        StatusBoard {
+            servers: Arc::new(DashMap::new()),
+            events,
+        }
+    }
+
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<RuntimeEvent> {
+        self.events.subscribe()
+    }
+
+    pub(crate) fn emit(&self, event: RuntimeEvent) {
+        let _ = self.events.send(event);
+    }
+
+    /// Applies `f` to the server's status; emits a `State` event when the state or reason changed.
+    pub(crate) fn update(&self, name: &str, f: impl FnOnce(&mut ServerStatus)) {
+        let mut event = None;
+        if let Some(mut entry) = self.servers.get_mut(name) {
+            let before = (entry.state.clone(), entry.reason.clone());
+            f(&mut entry);
+            if entry.state != before.0 {
+                entry.since_ms = epoch_ms(SystemTime::now());
+            }
+            if (entry.state.clone(), entry.reason.clone()) != before {
+                event = Some(RuntimeEvent::State {
+                    server: name.to_owned(),
+                    state: entry.state.clone(),
+                    reason: entry.reason.clone(),
+                });
+            }
+        }
+        if let Some(e) = event {
+            self.emit(e);
+        }
+    }
+
+    pub(crate) fn insert(&self, status: ServerStatus) {
+        self.servers.insert(status.name.clone(), status);
+    }
+
+    pub(crate) fn remove(&self, name: &str) {
+        self.servers.remove(name);
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<ServerStatus> {
+        self.servers.get(name).map(|s| s.clone())
+    }
+
+    pub(crate) fn snapshot(&self) -> StatusSnapshot {
+        let mut servers: Vec<ServerStatus> = self.servers.iter().map(|e| e.value().clone()).collect();
+        servers.sort_by(|a, b| a.name.cmp(&b.name));
+        StatusSnapshot {
+            schema: StatusSnapshot::SCHEMA.to_owned(),
+            taken_at_ms: epoch_ms(SystemTime::now()),
+            servers,
+        }
+    }
+}
+
+/// Milliseconds of a duration, saturating.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn snapshot_serializes_versioned_and_flat() {
+        let board = StatusBoard::new();
+        let mut rx = board.subscribe();
+        board.insert(ServerStatus::new("b", ServerState::Cached, "lazy"));
+        board.insert(ServerStatus::new("a", ServerState::Disabled, "lazy"));
+        board.update("b", |s| {
+            s.state = ServerState::Backoff {
+                until: SystemTime::UNIX_EPOCH + Duration::from_secs(10),
+                attempt: 2,
+            };
+            s.reason = Some("exited".into());
+        });
+        let snap = board.snapshot();
+        assert_eq!(
+            snap.servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        let json = serde_json::to_value(&snap).unwrap();
+        assert_eq!(json["schema"], "pimcp/status/v1");
+        assert_eq!(json["servers"][1]["state"], "backoff");
+        assert_eq!(json["servers"][1]["untilMs"], 10_000);
+        assert_eq!(json["servers"][1]["attempt"], 2);
+        let back: StatusSnapshot = serde_json::from_value(json).unwrap();
+        assert_eq!(back.servers[1].state, snap.servers[1].state);
+        match rx.try_recv().unwrap() {
+            RuntimeEvent::State { server, state, .. } => {
+                assert_eq!(server, "b");
+                assert_eq!(state.name(), "backoff");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

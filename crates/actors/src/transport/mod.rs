@@ -1,0 +1,210 @@
+//! Transports of the runtime (SPEC 5): one [`connect`] that turns a server's config into a live rmcp client over
+//! stdio (child process), Streamable HTTP (with session resume and the legacy SSE fallback) or a Unix socket,
+//! negotiating the protocol era, bounded by the startup timeout and cancellable.
+//!
+//! API boundary: the server actor builds a [`ConnectSpec`] per attempt and gets back a [`Connection`] (or a
+//! [`ConnectError`] that says what happened, never a secret). Closing is [`Connection::close`], bounded.
+
+mod error;
+mod handshake;
+mod http;
+mod probe;
+mod resume;
+mod secrets;
+mod socket;
+mod sse_legacy;
+mod stdio;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{Implementation, ServerCapabilities};
+use rmcp::service::RunningService;
+use rmcp::{ClientHandler, RoleClient};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+pub use error::ConnectError;
+pub use probe::{ProbeFinding, probe_endpoint};
+pub use resume::SessionResume;
+
+use crate::process::{ChildProcess, ProcessOptions, ShutdownOutcome, StderrTail};
+
+/// Everything one connect attempt needs; built by the server actor for each attempt.
+#[derive(Clone)]
+pub struct ConnectSpec {
+    pub server: pimcp_config::ServerConfig,
+    /// Default working directory of stdio servers.
+    pub project_dir: PathBuf,
+    /// One shared client for the whole runtime (see [`default_http_client`]).
+    pub http: reqwest::Client,
+    /// The era remembered in the metadata cache (used with protocol `auto`).
+    pub era_hint: Option<Era>,
+    pub process: ProcessOptions,
+    /// Cancelling aborts the attempt promptly and kills any child.
+    pub cancel: CancellationToken,
+    /// A previous Streamable HTTP session to re-adopt first (from [`Connection::resume_token`] or
+    /// [`Connection::abandon`]); on 404 the transport re-initializes fresh.
+    pub resume_session: Option<SessionResume>,
+}
+
+impl std::fmt::Debug for ConnectSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectSpec")
+            .field("server", &self.server.name)
+            .field("project_dir", &self.project_dir)
+            .field("era_hint", &self.era_hint)
+            .field("process", &self.process)
+            .field("resume_session", &self.resume_session.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The protocol era a connection negotiated (remembered per server in the metadata cache).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Era {
+    /// `initialize` handshake, protocol ≤ 2025-11-25 (has sessions and `ping`).
+    Legacy,
+    /// 2026-07-28 `server/discover`, per-request `_meta`, no sessions, no `ping`.
+    Stateless,
+}
+
+/// Which wire a connection runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    Stdio,
+    StreamableHttp,
+    LegacySse,
+    UnixSocket,
+}
+
+/// A live connection: the rmcp client plus what was negotiated, and the process or session behind it.
+pub struct Connection<H: ClientHandler> {
+    pub client: RunningService<RoleClient, H>,
+    pub era: Era,
+    /// The negotiated protocol version, e.g. `2025-11-25`.
+    pub protocol_version: String,
+    pub server_info: Option<Implementation>,
+    pub capabilities: ServerCapabilities,
+    pub instructions: Option<String>,
+    pub transport: TransportKind,
+    /// Pid of the direct child (the guardian shim when one is used; it leads the server's process group).
+    pub pid: Option<u32>,
+    /// Stdio only: whether the guardian shim is in use.
+    pub shimmed: bool,
+    /// The child's stderr tail (empty for network transports).
+    pub stderr: StderrTail,
+    /// The `Mcp-Session-Id` right after connect (Streamable HTTP, legacy era).
+    pub session_id: Option<String>,
+    /// True when `resume_session` was re-adopted by the server (no new initialize was needed).
+    pub resumed: bool,
+    child: Option<ChildProcess>,
+    http: Option<Arc<resume::SessionState>>,
+}
+
+impl<H: ClientHandler> std::fmt::Debug for Connection<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("era", &self.era)
+            .field("protocol_version", &self.protocol_version)
+            .field("transport", &self.transport)
+            .field("pid", &self.pid)
+            .field("resumed", &self.resumed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Connection::close`] had to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseOutcome {
+    /// A network transport was closed (an HTTP session is deleted politely).
+    Disconnected,
+    /// A child process was shut down and reaped.
+    Process(ShutdownOutcome),
+}
+
+impl<H: ClientHandler> Connection<H> {
+    /// The current `Mcp-Session-Id` (it changes when the transport re-initializes after a 404).
+    pub fn current_session_id(&self) -> Option<String> {
+        self.http.as_ref().and_then(|s| s.current_session())
+    }
+
+    /// What a later [`ConnectSpec::resume_session`] needs to re-adopt this session (Streamable HTTP, legacy era).
+    pub fn resume_token(&self) -> Option<SessionResume> {
+        self.http.as_ref().and_then(|s| s.resume_token())
+    }
+
+    /// Bounded graceful shutdown. Stdio: close stdin, wait `grace`, SIGTERM the process group, wait `grace`,
+    /// SIGKILL the group, sweep leftovers, reap. HTTP: end the session (DELETE) within `grace` (at least 1 s).
+    pub async fn close(self, grace: Duration) -> CloseOutcome {
+        let Connection { client, child, .. } = self;
+        // Cancelling the service drops the transport: for stdio that closes the child's stdin.
+        let _ = tokio::time::timeout(grace.max(Duration::from_secs(1)), client.cancel()).await;
+        match child {
+            Some(mut child) => CloseOutcome::Process(child.shutdown(grace).await),
+            None => CloseOutcome::Disconnected,
+        }
+    }
+
+    /// Drops the connection without ending the server-side HTTP session, returning what re-adopts it (SPEC 4:
+    /// reconnect after a transport death resumes the previous session). For stdio this is an immediate kill.
+    pub async fn abandon(self) -> Option<SessionResume> {
+        let token = self.resume_token();
+        if let Some(state) = &self.http {
+            state.keep_session_on_close();
+        }
+        let Connection { client, child, .. } = self;
+        let _ = tokio::time::timeout(Duration::from_secs(1), client.cancel()).await;
+        if let Some(mut child) = child {
+            child.kill_now().await;
+        }
+        token
+    }
+}
+
+/// A reqwest client suited as [`ConnectSpec::http`]: connect timeout, and redirects followed only within the same
+/// origin (so configured headers and tokens never reach another host).
+pub fn default_http_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .user_agent(concat!("pimcp/", env!("CARGO_PKG_VERSION")))
+        .redirect(reqwest::redirect::Policy::custom(|attempt| {
+            let same_origin = attempt.previous().first().is_some_and(|first| first.origin() == attempt.url().origin());
+            if same_origin && attempt.previous().len() < 10 { attempt.follow() } else { attempt.stop() }
+        }))
+        .build()
+}
+
+/// Connects one server: resolves secrets, starts the transport, runs the handshake for the configured protocol
+/// era, all within `timeouts.startup` and abortable through `spec.cancel`.
+pub async fn connect<H: ClientHandler>(spec: ConnectSpec, handler: H) -> Result<Connection<H>, ConnectError> {
+    use pimcp_config::{Availability, Transport};
+    let name = spec.server.name.clone();
+    match &spec.server.availability {
+        Availability::Available => {}
+        Availability::Disabled => {
+            return Err(ConnectError::Config { server: name, message: "the server is disabled".into() });
+        }
+        Availability::Untrusted { trust_command, .. } => {
+            return Err(ConnectError::Config {
+                server: name,
+                message: format!("the project config is not trusted (run `{trust_command}`)"),
+            });
+        }
+        Availability::ConfigError { message } => {
+            return Err(ConnectError::Config { server: name, message: message.clone() });
+        }
+    }
+    if spec.cancel.is_cancelled() {
+        return Err(ConnectError::Cancelled { server: name });
+    }
+    match spec.server.transport.clone() {
+        Transport::Stdio(stdio) => stdio::connect(spec, stdio, handler).await,
+        Transport::Http(http) => http::connect(spec, http, handler).await,
+        Transport::Socket(socket) => socket::connect(spec, socket, handler).await,
+    }
+}
