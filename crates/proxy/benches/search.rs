@@ -1,0 +1,2 @@
+//! placeholder bench
+fn main() {}

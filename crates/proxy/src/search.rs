@@ -1,0 +1,1194 @@
+//! Catalog search: an inverted index built once per catalog change, ranked lexical search, regex search, name lookup
+//! (`find`) and typo suggestions (`suggest`).
+//!
+//! # Ranking
+//! The ranked mode keeps the incumbent's formula (pi-mcp-adapter `search-ranking.ts`), computed from an index instead
+//! of a linear rescan:
+//! - Text is normalized: a space at camelCase boundaries (`getHTTPStatus` → `get http status`), every run of
+//!   non-letters/digits (`_ - . / :` and the rest) becomes one space, lowercase. Words become tokens; a word holding
+//!   CJK/Thai-like characters (scripts written without spaces) is split into character bigrams (a lone character stays
+//!   whole), other letters stay whole words. Any UTF-8 input is safe.
+//! - Fields and weights `w`: name (prefixed) 12, original name 10, server 8, description 5, keywords 5.
+//! - Per field, per query token: exact token 4w; else a stem match (a field token starts with the query token, or the
+//!   query token starts with a field token of at least 4 characters) 2w; else a substring of a field token 1w
+//!   (query tokens of 3+ characters, or 1–2 characters outside ASCII).
+//! - Per field, the whole normalized query as a phrase: equal to the field 14w, a prefix 9w, contained 6w
+//!   (keywords: the best single keyword).
+//! - Gate: a tool is a hit when a phrase matched, or every query token matched (≤ 2 tokens), or at least 60 % did.
+//! - Bonuses: all tokens matched +25 (else `round(10 · coverage)`), the first query token is a name token +8, a whole
+//!   field equals the query +20. Example: `echo` against `everything_echo` (description "Echoes back the input
+//!   string") scores 408, as in the incumbent.
+//!
+//! Before any score, **exact name matches rank first, then name-prefix matches** (of the prefixed or the original name,
+//! case-insensitive, `-` and `_` alike); ties break on the name.
+//!
+//! # Pagination
+//! `limit` is clamped to `1..=MAX_LIMIT`; an `offset` at or past the total gives an empty page that still reports the
+//! total (the texts say so). Negative values are rejected earlier, when the `mcp` parameters are parsed.
+//!
+//! # Regex
+//! `regex: true` compiles the query with the `regex` crate (finite automata, linear time: no catastrophic patterns),
+//! case-insensitive, at most [`MAX_REGEX_CHARS`] characters. Hits are ranked by the weights of the fields that match.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// Default page size of a search.
+pub const DEFAULT_LIMIT: usize = 12;
+/// Largest page size; larger requests are clamped.
+pub const MAX_LIMIT: usize = 100;
+/// Longest regex query, in characters.
+pub const MAX_REGEX_CHARS: usize = 256;
+/// Query tokens beyond this many are ignored.
+pub const MAX_QUERY_TOKENS: usize = 16;
+/// Default number of suggestions for an unknown name.
+pub const DEFAULT_SUGGESTIONS: usize = 5;
+/// Compiled-program size limit for regex queries.
+const REGEX_SIZE_LIMIT_BYTES: usize = 1 << 20;
+/// Longest token kept by the tokenizer (longer words are cut on a character boundary).
+const MAX_TOKEN_CHARS: usize = 64;
+/// Field tokens at least this long may be a stem of a longer query token.
+const MIN_STEM_CHARS: usize = 4;
+
+const FIELD_NAME: usize = 0;
+const FIELD_ORIGINAL: usize = 1;
+const FIELD_SERVER: usize = 2;
+const FIELD_DESCRIPTION: usize = 3;
+const FIELD_KEYWORDS: usize = 4;
+const N_FIELDS: usize = 5;
+const WEIGHTS: [u32; N_FIELDS] = [12, 10, 8, 5, 5];
+
+const LEVEL_EXACT: u8 = 4;
+const LEVEL_STEM: u8 = 2;
+const LEVEL_SUBSTRING: u8 = 1;
+
+/// One searchable tool, as the catalog knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDoc {
+    /// Exposed (prefixed) name, e.g. `github_create_issue`.
+    pub name: String,
+    /// The server's own name for the tool, e.g. `create_issue`.
+    pub original_name: String,
+    /// Configured server name.
+    pub server: String,
+    pub description: String,
+    /// The server's `searchKeywords` for this tool.
+    pub keywords: Vec<String>,
+    pub input_schema: Value,
+}
+
+/// A search request; build with [`SearchQuery::new`] and the `with_*` methods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchQuery {
+    pub text: String,
+    /// Restrict to one server.
+    pub server: Option<String>,
+    /// Treat `text` as a regular expression.
+    pub regex: bool,
+    pub limit: usize,
+    pub offset: usize,
+}
+
+impl SearchQuery {
+    /// A ranked query with the default limit and offset 0.
+    pub fn new(text: impl Into<String>) -> Self {
+        SearchQuery { text: text.into(), server: None, regex: false, limit: DEFAULT_LIMIT, offset: 0 }
+    }
+
+    pub fn with_server(mut self, server: impl Into<String>) -> Self {
+        self.server = Some(server.into());
+        self
+    }
+
+    pub fn with_regex(mut self, regex: bool) -> Self {
+        self.regex = regex;
+        self
+    }
+
+    pub fn with_limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    pub fn with_offset(mut self, offset: usize) -> Self {
+        self.offset = offset;
+        self
+    }
+}
+
+/// Why a tool is in the results; ordered from strongest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum MatchKind {
+    /// The query is the tool's name (prefixed or original).
+    ExactName,
+    /// The query starts the tool's name.
+    NamePrefix,
+    /// Token ranking.
+    Ranked,
+    /// The regex matched a field.
+    Regex,
+    /// Empty query with `server`: the server's catalog in name order.
+    Listed,
+}
+
+/// One result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchHit<'a> {
+    pub doc: &'a ToolDoc,
+    pub score: u32,
+    pub kind: MatchKind,
+}
+
+/// One page of results.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchPage<'a> {
+    pub hits: Vec<SearchHit<'a>>,
+    /// All matches, on every page.
+    pub total: usize,
+    /// The offset this page starts at (as requested).
+    pub offset: usize,
+    /// The page size used after clamping.
+    pub limit: usize,
+    /// Where the next page starts, when there is one.
+    pub next_offset: Option<usize>,
+}
+
+/// The outcome of looking a name up with [`SearchIndex::find`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup<'a> {
+    Found(&'a ToolDoc),
+    /// The name matches tools on several servers at the same precedence; pass `server`.
+    Ambiguous(Vec<&'a ToolDoc>),
+    NotFound,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    doc: u32,
+    /// Bit `f` set when the token occurs in field `f`.
+    fields: u8,
+}
+
+/// 32 buckets of character counts; half the L1 distance of two fingerprints bounds their edit distance from below.
+#[derive(Debug, Clone)]
+struct Fingerprint([u8; 32]);
+
+impl Fingerprint {
+    fn of(chars: &[char]) -> Self {
+        let mut buckets = [0u8; 32];
+        for &c in chars {
+            let slot = &mut buckets[(c as usize) % 32];
+            *slot = slot.saturating_add(1);
+        }
+        Fingerprint(buckets)
+    }
+
+    fn lower_bound(&self, other: &Fingerprint) -> usize {
+        let l1: usize = self.0.iter().zip(other.0.iter()).map(|(a, b)| usize::from(a.abs_diff(*b))).sum();
+        l1.div_ceil(2)
+    }
+}
+
+/// Per-document data prepared at build time.
+#[derive(Debug, Clone)]
+struct Prepared {
+    /// Normalized name, original name, server and description.
+    norm: [String; 4],
+    keywords: Vec<String>,
+    name_key: String,
+    original_key: String,
+    name_chars: Vec<char>,
+    original_chars: Vec<char>,
+    name_print: Fingerprint,
+    original_print: Fingerprint,
+    /// Position in name order (the tie-break).
+    rank: u32,
+}
+
+/// The search index over one catalog snapshot. Immutable; rebuild it when the catalog changes.
+#[derive(Debug, Clone, Default)]
+pub struct SearchIndex {
+    docs: Vec<ToolDoc>,
+    prepared: Vec<Prepared>,
+    /// Sorted, distinct tokens.
+    vocab: Vec<Box<str>>,
+    /// Per token id, the documents holding it (in document order).
+    postings: Vec<Vec<Posting>>,
+    /// Character trigram → ids of tokens containing it.
+    trigrams: HashMap<[char; 3], Vec<u32>>,
+    /// Non-ASCII character → ids of tokens containing it.
+    wide_chars: HashMap<char, Vec<u32>>,
+    /// (name key, doc) for the prefixed and the original name, sorted by key.
+    name_keys: Vec<(String, u32)>,
+    by_name: HashMap<String, Vec<u32>>,
+    by_original: HashMap<String, Vec<u32>>,
+    by_name_key: HashMap<String, Vec<u32>>,
+    by_original_key: HashMap<String, Vec<u32>>,
+    /// Server name keys, longest first, for stripping a prefix off an unknown name.
+    server_keys: Vec<String>,
+}
+
+impl SearchIndex {
+    /// Builds the index. Cost is linear in the catalog's text; do it once per catalog change.
+    pub fn build(docs: Vec<ToolDoc>) -> SearchIndex {
+        let mut order: Vec<usize> = (0..docs.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (x, y) = (&docs[a], &docs[b]);
+            x.name.to_lowercase().cmp(&y.name.to_lowercase()).then_with(|| x.name.cmp(&y.name)).then(x.server.cmp(&y.server))
+        });
+        let mut ranks = vec![0u32; docs.len()];
+        for (rank, &doc) in order.iter().enumerate() {
+            ranks[doc] = to_u32(rank);
+        }
+
+        let mut token_docs: HashMap<String, Vec<Posting>> = HashMap::new();
+        let mut prepared = Vec::with_capacity(docs.len());
+        let mut index = SearchIndex::default();
+        for (doc_idx, doc) in docs.iter().enumerate() {
+            let doc_id = to_u32(doc_idx);
+            let norm = [normalize(&doc.name), normalize(&doc.original_name), normalize(&doc.server), normalize(&doc.description)];
+            let keywords: Vec<String> = doc.keywords.iter().map(|k| normalize(k)).filter(|k| !k.is_empty()).collect();
+            for (field, text) in norm.iter().enumerate() {
+                for token in tokenize(text) {
+                    add_posting(&mut token_docs, token, doc_id, field);
+                }
+            }
+            for keyword in &keywords {
+                for token in tokenize(keyword) {
+                    add_posting(&mut token_docs, token, doc_id, FIELD_KEYWORDS);
+                }
+            }
+            let (name_key, original_key) = (name_key(&doc.name), name_key(&doc.original_name));
+            let name_chars: Vec<char> = name_key.chars().collect();
+            let original_chars: Vec<char> = original_key.chars().collect();
+            index.name_keys.push((name_key.clone(), doc_id));
+            if original_key != name_key {
+                index.name_keys.push((original_key.clone(), doc_id));
+            }
+            index.by_name.entry(doc.name.clone()).or_default().push(doc_id);
+            index.by_original.entry(doc.original_name.clone()).or_default().push(doc_id);
+            index.by_name_key.entry(name_key.clone()).or_default().push(doc_id);
+            index.by_original_key.entry(original_key.clone()).or_default().push(doc_id);
+            let server_key = self::name_key(&doc.server);
+            if !server_key.is_empty() && !index.server_keys.contains(&server_key) {
+                index.server_keys.push(server_key);
+            }
+            prepared.push(Prepared {
+                norm,
+                keywords,
+                name_print: Fingerprint::of(&name_chars),
+                original_print: Fingerprint::of(&original_chars),
+                name_key,
+                original_key,
+                name_chars,
+                original_chars,
+                rank: ranks[doc_idx],
+            });
+        }
+        index.name_keys.sort();
+        index.server_keys.sort_by_key(|k| Reverse(k.len()));
+
+        let mut vocab: Vec<(String, Vec<Posting>)> = token_docs.into_iter().collect();
+        vocab.sort_by(|a, b| a.0.cmp(&b.0));
+        for (token_id, (token, postings)) in vocab.into_iter().enumerate() {
+            let token_id = to_u32(token_id);
+            let chars: Vec<char> = token.chars().collect();
+            let mut grams: Vec<[char; 3]> = chars.windows(3).map(|w| [w[0], w[1], w[2]]).collect();
+            grams.sort_unstable();
+            grams.dedup();
+            for gram in grams {
+                index.trigrams.entry(gram).or_default().push(token_id);
+            }
+            let mut wide: Vec<char> = chars.iter().copied().filter(|c| !c.is_ascii()).collect();
+            wide.sort_unstable();
+            wide.dedup();
+            for c in wide {
+                index.wide_chars.entry(c).or_default().push(token_id);
+            }
+            index.vocab.push(token.into_boxed_str());
+            index.postings.push(postings);
+        }
+        index.docs = docs;
+        index.prepared = prepared;
+        index
+    }
+
+    /// All documents, in the order given to [`SearchIndex::build`].
+    pub fn docs(&self) -> &[ToolDoc] {
+        &self.docs
+    }
+
+    pub fn len(&self) -> usize {
+        self.docs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// Distinct tokens in the index (a size figure for benchmarks and logs).
+    pub fn n_tokens(&self) -> usize {
+        self.vocab.len()
+    }
+
+    /// Runs a query. Errors: empty query without a server, a query without letters or digits, a regex that is too
+    /// long or invalid.
+    pub fn search(&self, query: &SearchQuery) -> Result<SearchPage<'_>> {
+        let limit = query.limit.clamp(1, MAX_LIMIT);
+        let text = query.text.trim();
+        let server = query.server.as_deref();
+        let scored = if text.is_empty() {
+            let Some(server) = server else { return Err(Error::EmptyQuery) };
+            self.list_server(server)
+        } else if query.regex {
+            self.regex_scored(text, server)?
+        } else {
+            let scored = self.ranked(text, server, false);
+            if scored.is_none() {
+                return Err(Error::NoSearchableWords { query: text.to_string() });
+            }
+            scored.unwrap_or_default()
+        };
+        Ok(self.page(scored, limit, query.offset))
+    }
+
+    /// Looks a name up for `describe` and calls: exact prefixed name, then exact original name, then the same two
+    /// case-insensitively with `-` and `_` alike. The first level with any match decides; several matches there are
+    /// ambiguous. `server` restricts the candidates.
+    pub fn find(&self, name: &str, server: Option<&str>) -> Lookup<'_> {
+        let key = name_key(name);
+        let levels: [(&HashMap<String, Vec<u32>>, &str); 4] = [
+            (&self.by_name, name),
+            (&self.by_original, name),
+            (&self.by_name_key, key.as_str()),
+            (&self.by_original_key, key.as_str()),
+        ];
+        for (map, wanted) in levels {
+            let Some(ids) = map.get(wanted) else { continue };
+            let mut found: Vec<&ToolDoc> =
+                ids.iter().map(|&id| &self.docs[id as usize]).filter(|d| server.is_none_or(|s| d.server == s)).collect();
+            match found.len() {
+                0 => continue,
+                1 => return found.pop().map_or(Lookup::NotFound, Lookup::Found),
+                _ => {
+                    found.sort_by(|a, b| a.server.cmp(&b.server));
+                    return Lookup::Ambiguous(found);
+                }
+            }
+        }
+        Lookup::NotFound
+    }
+
+    /// Up to `k` tools for an unknown `name`: first names within a small edit distance (optimal string alignment,
+    /// so transpositions count once; the allowance grows with length: 1 up to 4 characters, 2 up to 9, else 3),
+    /// compared with and without a leading server prefix; then the token ranking of the name's words.
+    pub fn suggest(&self, name: &str, k: usize) -> Vec<&ToolDoc> {
+        if k == 0 || self.docs.is_empty() {
+            return Vec::new();
+        }
+        let key = name_key(name);
+        let stripped = self.strip_server_prefix(&key);
+        let full: Vec<char> = key.chars().collect();
+        let full_print = Fingerprint::of(&full);
+        let part: Option<(Vec<char>, Fingerprint)> = stripped.map(|s| {
+            let chars: Vec<char> = s.chars().collect();
+            let print = Fingerprint::of(&chars);
+            (chars, print)
+        });
+        let mut scratch = OsaScratch::default();
+        let mut edits: Vec<(usize, u32, u32)> = Vec::new();
+        for (doc_idx, prep) in self.prepared.iter().enumerate() {
+            let mut best: Option<usize> = None;
+            let budget = max_typos(full.len());
+            for (target, print) in [(&prep.name_chars, &prep.name_print), (&prep.original_chars, &prep.original_print)] {
+                if full_print.lower_bound(print) <= budget
+                    && let Some(d) = scratch.distance(&full, target, budget)
+                {
+                    best = Some(best.map_or(d, |b| b.min(d)));
+                }
+            }
+            if let Some((chars, print)) = &part {
+                let budget = max_typos(chars.len());
+                if print.lower_bound(&prep.original_print) <= budget
+                    && let Some(d) = scratch.distance(chars, &prep.original_chars, budget)
+                {
+                    best = Some(best.map_or(d, |b| b.min(d)));
+                }
+            }
+            if let Some(d) = best {
+                edits.push((d, prep.rank, to_u32(doc_idx)));
+            }
+        }
+        edits.sort_unstable();
+        let mut out: Vec<u32> = edits.iter().map(|e| e.2).take(k).collect();
+        if out.len() < k {
+            let words = stripped.unwrap_or(&key);
+            if let Some(mut ranked) = self.ranked(words, None, true) {
+                ranked.sort_unstable_by_key(|s| s.sort_key());
+                for s in ranked {
+                    if out.len() >= k {
+                        break;
+                    }
+                    if !out.contains(&s.doc) {
+                        out.push(s.doc);
+                    }
+                }
+            }
+        }
+        out.into_iter().map(|id| &self.docs[id as usize]).collect()
+    }
+
+    /// The part of `key` after the longest server name followed by `_`, when there is one.
+    fn strip_server_prefix<'k>(&self, key: &'k str) -> Option<&'k str> {
+        self.server_keys.iter().find_map(|server| {
+            key.strip_prefix(server.as_str()).and_then(|rest| rest.strip_prefix('_')).filter(|rest| !rest.is_empty())
+        })
+    }
+
+    fn list_server(&self, server: &str) -> Vec<Scored> {
+        self.docs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.server == server)
+            .map(|(i, _)| Scored { tier: 0, score: 0, rank: self.prepared[i].rank, doc: to_u32(i), kind: MatchKind::Listed })
+            .collect()
+    }
+
+    fn regex_scored(&self, pattern: &str, server: Option<&str>) -> Result<Vec<Scored>> {
+        let len = pattern.chars().count();
+        if len > MAX_REGEX_CHARS {
+            return Err(Error::QueryTooLong { len, max: MAX_REGEX_CHARS });
+        }
+        let regex = regex::RegexBuilder::new(pattern)
+            .case_insensitive(true)
+            .size_limit(REGEX_SIZE_LIMIT_BYTES)
+            .dfa_size_limit(REGEX_SIZE_LIMIT_BYTES)
+            .build()
+            .map_err(|e| Error::InvalidRegex { pattern: pattern.to_string(), reason: regex_reason(&e) })?;
+        let mut out = Vec::new();
+        for (i, doc) in self.docs.iter().enumerate() {
+            if server.is_some_and(|s| doc.server != s) {
+                continue;
+            }
+            let fields = [&doc.name, &doc.original_name, &doc.server, &doc.description];
+            let mut score: u32 = fields.iter().zip(WEIGHTS).filter(|(f, _)| regex.is_match(f)).map(|(_, w)| w).sum();
+            if doc.keywords.iter().any(|k| regex.is_match(k)) {
+                score += WEIGHTS[FIELD_KEYWORDS];
+            }
+            if score > 0 {
+                out.push(Scored { tier: 0, score, rank: self.prepared[i].rank, doc: to_u32(i), kind: MatchKind::Regex });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Token ranking; `None` when the text has no tokens. `lenient` (suggestions) skips the name tiers.
+    fn ranked(&self, text: &str, server: Option<&str>, lenient: bool) -> Option<Vec<Scored>> {
+        let q = normalize(text);
+        let mut tokens: Vec<String> = Vec::new();
+        for t in tokenize(&q) {
+            if !tokens.contains(&t) {
+                tokens.push(t);
+            }
+        }
+        tokens.truncate(MAX_QUERY_TOKENS);
+        if tokens.is_empty() {
+            return None;
+        }
+        let n_docs = self.docs.len();
+        let mut accs: Vec<Acc> = vec![Acc::default(); n_docs];
+        let mut candidates: Vec<u32> = Vec::new();
+        let mut levels: Vec<[u8; N_FIELDS]> = vec![[0; N_FIELDS]; n_docs];
+        let mut touched: Vec<u32> = Vec::new();
+        let mut matches: Vec<(u32, u8)> = Vec::new();
+        for (ti, token) in tokens.iter().enumerate() {
+            matches.clear();
+            self.token_matches(token, &mut matches);
+            for &(token_id, level) in &matches {
+                for p in &self.postings[token_id as usize] {
+                    let lv = &mut levels[p.doc as usize];
+                    if *lv == [0; N_FIELDS] {
+                        touched.push(p.doc);
+                    }
+                    for (f, slot) in lv.iter_mut().enumerate() {
+                        if p.fields & (1 << f) != 0 && *slot < level {
+                            *slot = level;
+                        }
+                    }
+                }
+            }
+            for doc in touched.drain(..) {
+                let lv = std::mem::take(&mut levels[doc as usize]);
+                let acc = &mut accs[doc as usize];
+                if !acc.touched {
+                    acc.touched = true;
+                    candidates.push(doc);
+                }
+                for (f, &level) in lv.iter().enumerate() {
+                    if level > 0 {
+                        acc.score += WEIGHTS[f] * u32::from(level);
+                        acc.field_tokens[f] |= 1 << ti;
+                    }
+                }
+                acc.matched |= 1 << ti;
+                if ti == 0 && lv[FIELD_NAME] == LEVEL_EXACT {
+                    acc.first_in_name = true;
+                }
+            }
+        }
+
+        // Name tiers: exact and prefix matches of the prefixed or original name.
+        let key = name_key(text);
+        let mut tiers: HashMap<u32, u8> = HashMap::new();
+        if !lenient && !key.is_empty() {
+            let start = self.name_keys.partition_point(|(k, _)| k.as_str() < key.as_str());
+            for (k, doc) in self.name_keys[start..].iter().take_while(|(k, _)| k.starts_with(key.as_str())) {
+                let tier = if *k == key { 0 } else { 1 };
+                let slot = tiers.entry(*doc).or_insert(tier);
+                *slot = (*slot).min(tier);
+                let acc = &mut accs[*doc as usize];
+                if !acc.touched {
+                    acc.touched = true;
+                    candidates.push(*doc);
+                }
+            }
+        }
+
+        let n = tokens.len();
+        let all: u16 = if n >= 16 { u16::MAX } else { (1u16 << n) - 1 };
+        let mut out = Vec::new();
+        for doc in candidates {
+            let d = doc as usize;
+            if server.is_some_and(|s| self.docs[d].server != s) {
+                continue;
+            }
+            let acc = &accs[d];
+            let prep = &self.prepared[d];
+            let mut score = acc.score;
+            let mut phrase = false;
+            let mut whole_field = false;
+            for f in [FIELD_NAME, FIELD_ORIGINAL, FIELD_SERVER, FIELD_DESCRIPTION] {
+                if acc.field_tokens[f] == all {
+                    let p = phrase_points(&prep.norm[f], &q);
+                    if p > 0 {
+                        phrase = true;
+                        whole_field |= p == 14;
+                        score += p * WEIGHTS[f];
+                    }
+                }
+            }
+            if acc.field_tokens[FIELD_KEYWORDS] == all {
+                let p = prep.keywords.iter().map(|k| phrase_points(k, &q)).max().unwrap_or(0);
+                if p > 0 {
+                    phrase = true;
+                    whole_field |= p == 14;
+                    score += p * WEIGHTS[FIELD_KEYWORDS];
+                }
+            }
+            let covered = acc.matched.count_ones() as usize;
+            let tier = tiers.get(&doc).copied();
+            let passes = phrase || if n <= 2 { covered == n } else { covered * 10 >= n * 6 };
+            if !passes && tier.is_none() {
+                continue;
+            }
+            score += if covered == n { 25 } else { to_u32((covered * 10 + n / 2) / n) };
+            if acc.first_in_name {
+                score += 8;
+            }
+            if whole_field {
+                score += 20;
+            }
+            let (tier, kind) = match tier {
+                Some(0) => (0, MatchKind::ExactName),
+                Some(_) => (1, MatchKind::NamePrefix),
+                None => (2, MatchKind::Ranked),
+            };
+            out.push(Scored { tier, score, rank: prep.rank, doc, kind });
+        }
+        Some(out)
+    }
+
+    /// Tokens of the vocabulary matching `token`, with their level.
+    fn token_matches(&self, token: &str, out: &mut Vec<(u32, u8)>) {
+        let start = self.vocab.partition_point(|v| &**v < token);
+        for (offset, v) in self.vocab[start..].iter().enumerate() {
+            if !v.starts_with(token) {
+                break;
+            }
+            let level = if v.len() == token.len() { LEVEL_EXACT } else { LEVEL_STEM };
+            out.push((to_u32(start + offset), level));
+        }
+        // The query token starts with a field token of at least MIN_STEM_CHARS characters.
+        let bounds: Vec<usize> = token.char_indices().map(|(i, _)| i).skip(MIN_STEM_CHARS).collect();
+        for end in bounds {
+            if let Ok(id) = self.vocab.binary_search_by(|v| (**v).cmp(&token[..end])) {
+                out.push((to_u32(id), LEVEL_STEM));
+            }
+        }
+        // Substrings of field tokens.
+        let chars: Vec<char> = token.chars().collect();
+        let pool: Option<&Vec<u32>> = if chars.len() >= 3 {
+            chars
+                .windows(3)
+                .map(|w| self.trigrams.get(&[w[0], w[1], w[2]]))
+                .try_fold(None::<&Vec<u32>>, |best, list| {
+                    let list = list?;
+                    Some(Some(match best {
+                        Some(b) if b.len() <= list.len() => b,
+                        _ => list,
+                    }))
+                })
+                .flatten()
+        } else {
+            chars.iter().find(|c| !c.is_ascii()).and_then(|c| self.wide_chars.get(c))
+        };
+        for &id in pool.into_iter().flatten() {
+            let v = &self.vocab[id as usize];
+            if !v.starts_with(token) && v.contains(token) {
+                out.push((id, LEVEL_SUBSTRING));
+            }
+        }
+    }
+
+    fn page(&self, mut scored: Vec<Scored>, limit: usize, offset: usize) -> SearchPage<'_> {
+        let total = scored.len();
+        let end = offset.saturating_add(limit).min(total);
+        let hits: Vec<SearchHit<'_>> = if offset >= total {
+            Vec::new()
+        } else {
+            if end < total {
+                scored.select_nth_unstable_by_key(end, |s| s.sort_key());
+                scored.truncate(end);
+            }
+            scored.sort_unstable_by_key(|s| s.sort_key());
+            scored[offset..]
+                .iter()
+                .map(|s| SearchHit { doc: &self.docs[s.doc as usize], score: s.score, kind: s.kind })
+                .collect()
+        };
+        let next_offset = (end < total && offset < total).then_some(end);
+        SearchPage { hits, total, offset, limit, next_offset }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Acc {
+    touched: bool,
+    score: u32,
+    /// Bit `i` set when query token `i` matched any field.
+    matched: u16,
+    /// Per field, the query tokens that matched it.
+    field_tokens: [u16; N_FIELDS],
+    first_in_name: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Scored {
+    tier: u8,
+    score: u32,
+    rank: u32,
+    doc: u32,
+    kind: MatchKind,
+}
+
+impl Scored {
+    fn sort_key(&self) -> (u8, Reverse<u32>, u32) {
+        (self.tier, Reverse(self.score), self.rank)
+    }
+}
+
+fn add_posting(map: &mut HashMap<String, Vec<Posting>>, token: String, doc: u32, field: usize) {
+    let list = map.entry(token).or_default();
+    match list.last_mut() {
+        Some(last) if last.doc == doc => last.fields |= 1 << field,
+        _ => list.push(Posting { doc, fields: 1 << field }),
+    }
+}
+
+fn phrase_points(value: &str, q: &str) -> u32 {
+    if value == q {
+        14
+    } else if value.starts_with(q) {
+        9
+    } else if value.contains(q) {
+        6
+    } else {
+        0
+    }
+}
+
+fn to_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn regex_reason(e: &regex::Error) -> String {
+    match e {
+        regex::Error::CompiledTooBig(limit) => format!("compiled pattern exceeds {limit} bytes"),
+        other => other.to_string().lines().last().unwrap_or_default().trim().trim_start_matches("error: ").to_string(),
+    }
+}
+
+/// Allowed edit distance for a name of `len` characters.
+fn max_typos(len: usize) -> usize {
+    match len {
+        0..=4 => 1,
+        5..=9 => 2,
+        _ => 3,
+    }
+}
+
+/// Comparison key of a tool name: trimmed, lowercase, `-` read as `_`.
+pub(crate) fn name_key(name: &str) -> String {
+    name.trim().chars().flat_map(char::to_lowercase).map(|c| if c == '-' { '_' } else { c }).collect()
+}
+
+/// Reusable rows for [`OsaScratch::distance`].
+#[derive(Debug, Default)]
+struct OsaScratch {
+    prev2: Vec<usize>,
+    prev: Vec<usize>,
+    cur: Vec<usize>,
+}
+
+impl OsaScratch {
+    /// Optimal-string-alignment distance of `a` and `b` when it is at most `max`, computed in a band of width
+    /// `2·max + 1` with an early exit.
+    fn distance(&mut self, a: &[char], b: &[char], max: usize) -> Option<usize> {
+        let (n, m) = (a.len(), b.len());
+        if n.abs_diff(m) > max {
+            return None;
+        }
+        if n == 0 || m == 0 {
+            return Some(n.max(m));
+        }
+        let inf = max + 1;
+        for row in [&mut self.prev2, &mut self.prev, &mut self.cur] {
+            row.clear();
+            row.resize(m + 1, inf);
+        }
+        for (j, slot) in self.prev.iter_mut().enumerate().take(max.min(m) + 1) {
+            *slot = j;
+        }
+        for i in 1..=n {
+            self.cur.fill(inf);
+            self.cur[0] = if i <= max { i } else { inf };
+            let mut row_min = self.cur[0];
+            let lo = i.saturating_sub(max).max(1);
+            let hi = (i + max).min(m);
+            for j in lo..=hi {
+                let cost = usize::from(a[i - 1] != b[j - 1]);
+                let mut v = (self.prev[j] + 1).min(self.cur[j - 1] + 1).min(self.prev[j - 1] + cost);
+                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    v = v.min(self.prev2[j - 2] + 1);
+                }
+                let v = v.min(inf);
+                self.cur[j] = v;
+                row_min = row_min.min(v);
+            }
+            if row_min > max {
+                return None;
+            }
+            std::mem::swap(&mut self.prev2, &mut self.prev);
+            std::mem::swap(&mut self.prev, &mut self.cur);
+        }
+        let d = self.prev[m];
+        (d <= max).then_some(d)
+    }
+}
+
+/// Combining marks that `char::is_alphanumeric` does not cover but belong inside a word.
+fn is_mark(c: char) -> bool {
+    matches!(c as u32, 0x0300..=0x036F | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F | 0x3099..=0x309A)
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || is_mark(c)
+}
+
+/// Scripts written without spaces between words: split into character bigrams.
+fn is_unspaced_script(c: char) -> bool {
+    matches!(c as u32,
+        0x0E00..=0x0EFF      // Thai, Lao
+        | 0x1000..=0x109F    // Myanmar
+        | 0x1780..=0x17FF    // Khmer
+        | 0x1100..=0x11FF    // Hangul Jamo
+        | 0x2E80..=0x2FDF    // CJK radicals, Kangxi
+        | 0x3040..=0x30FF    // Hiragana, Katakana
+        | 0x3100..=0x31FF    // Bopomofo, Hangul compatibility Jamo, Katakana extensions
+        | 0x3400..=0x4DBF    // CJK Extension A
+        | 0x4E00..=0x9FFF    // CJK Unified Ideographs
+        | 0xA960..=0xA97F    // Hangul Jamo Extended-A
+        | 0xAC00..=0xD7FF    // Hangul syllables, Jamo Extended-B
+        | 0xF900..=0xFAFF    // CJK Compatibility Ideographs
+        | 0xFF66..=0xFF9F    // Halfwidth Katakana
+        | 0x20000..=0x3FFFF) // CJK Extensions B and later
+}
+
+/// Normalizes text for ranking: camelCase boundaries become spaces, runs of other characters become one space,
+/// letters are lowercased.
+pub(crate) fn normalize(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut gap = false;
+    for (i, &c) in chars.iter().enumerate() {
+        if !is_word_char(c) {
+            gap = true;
+            continue;
+        }
+        if i > 0 && c.is_uppercase() {
+            let prev = chars[i - 1];
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            if prev.is_lowercase() || prev.is_numeric() || (prev.is_uppercase() && next_lower) {
+                gap = true;
+            }
+        }
+        if gap && !out.is_empty() {
+            out.push(' ');
+        }
+        gap = false;
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
+/// Splits normalized text into tokens (see the module docs).
+pub(crate) fn tokenize(normalized: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in normalized.split(' ').filter(|w| !w.is_empty()) {
+        if !word.chars().any(is_unspaced_script) {
+            out.push(cap_token(word));
+            continue;
+        }
+        let chars: Vec<char> = word.chars().collect();
+        let mut start = 0;
+        while start < chars.len() {
+            let unspaced = is_unspaced_script(chars[start]);
+            let end = chars[start..].iter().position(|&c| is_unspaced_script(c) != unspaced).map_or(chars.len(), |p| start + p);
+            let run = &chars[start..end];
+            if !unspaced || run.len() == 1 {
+                out.push(cap_token(&run.iter().collect::<String>()));
+            } else {
+                out.extend(run.windows(2).map(|w| w.iter().collect::<String>()));
+            }
+            start = end;
+        }
+    }
+    out
+}
+
+fn cap_token(word: &str) -> String {
+    match word.char_indices().nth(MAX_TOKEN_CHARS) {
+        Some((cut, _)) => word[..cut].to_string(),
+        None => word.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn doc(server: &str, original: &str, description: &str) -> ToolDoc {
+        ToolDoc {
+            name: format!("{server}_{original}"),
+            original_name: original.to_string(),
+            server: server.to_string(),
+            description: description.to_string(),
+            keywords: Vec::new(),
+            input_schema: json!({"type": "object"}),
+        }
+    }
+
+    fn everything() -> SearchIndex {
+        SearchIndex::build(vec![
+            doc("everything", "echo", "Echoes back the input string"),
+            doc("everything", "add", "Adds two numbers"),
+            doc("everything", "get-sum", "Returns the sum of two numbers"),
+            doc("everything", "longRunningOperation", "Demonstrates a long running operation with progress updates"),
+            doc("everything", "printEnv", "Prints all environment variables, helpful for debugging MCP server configuration"),
+            doc("everything", "sampleLLM", "Samples from an LLM using MCP's sampling feature"),
+            doc("everything", "getTinyImage", "Returns the MCP_TINY_IMAGE"),
+            doc("github", "create_issue", "Create a new issue in a GitHub repository"),
+            doc("github", "list_issues", "List issues in a GitHub repository with filtering options"),
+            doc("github", "search_code", "Search for code across GitHub repositories"),
+            doc("github", "get_file_contents", "Get the contents of a file or directory from a GitHub repository"),
+            doc("files", "read_file", "Read the complete contents of a file from the file system"),
+            doc("files", "write_file", "Create a new file or completely overwrite an existing file"),
+            doc("files", "search_files", "Recursively search for files and directories matching a pattern"),
+            doc("wiki", "搜索文档", "在知识库中搜索文档和页面"),
+            doc("wiki", "ページ作成", "新しいページを作成します"),
+        ])
+    }
+
+    fn names(page: &SearchPage<'_>) -> Vec<String> {
+        page.hits.iter().map(|h| h.doc.name.clone()).collect()
+    }
+
+    #[test]
+    fn normalize_and_tokenize_table() {
+        let cases: &[(&str, &str, &[&str])] = &[
+            ("getTinyImage", "get tiny image", &["get", "tiny", "image"]),
+            ("get_file-contents.v2", "get file contents v2", &["get", "file", "contents", "v2"]),
+            ("HTTPServer", "http server", &["http", "server"]),
+            ("sampleLLM", "sample llm", &["sample", "llm"]),
+            ("a/b:c  d", "a b c d", &["a", "b", "c", "d"]),
+            ("Café Ünïcode", "café ünïcode", &["café", "ünïcode"]),
+            ("搜索文档", "搜索文档", &["搜索", "索文", "文档"]),
+            ("文", "文", &["文"]),
+            ("mcp搜索tool", "mcp搜索tool", &["mcp", "搜索", "tool"]),
+            ("ページ作成", "ページ作成", &["ペー", "ージ", "ジ作", "作成"]),
+            ("🚀 launch 🎉", "launch", &["launch"]),
+            ("", "", &[]),
+            ("___", "", &[]),
+            ("e\u{301}cole", "e\u{301}cole", &["e\u{301}cole"]),
+        ];
+        for (input, norm, tokens) in cases {
+            assert_eq!(normalize(input), *norm, "normalize({input:?})");
+            assert_eq!(tokenize(&normalize(input)), *tokens, "tokenize({input:?})");
+        }
+    }
+
+    #[test]
+    fn tokenizer_never_panics_on_odd_utf8() {
+        let long_cjk = "漢".repeat(500);
+        let inputs = [
+            "\u{0}\u{7f}\u{80}\u{10FFFF}",
+            "👩‍👩‍👧‍👦🏳️‍🌈",
+            "a\u{200d}b\u{fe0f}c",
+            long_cjk.as_str(),
+            "ǅungla İstanbul ß ﬁ",
+            "\u{0301}\u{0301}x",
+        ];
+        for input in inputs {
+            let tokens = tokenize(&normalize(input));
+            assert!(tokens.iter().all(|t| t.chars().count() <= MAX_TOKEN_CHARS), "{input:?}");
+        }
+    }
+
+    #[test]
+    fn incumbent_worked_example_scores_408() {
+        let index = everything();
+        let page = index.search(&SearchQuery::new("echo")).unwrap();
+        let first = &page.hits[0];
+        assert_eq!(first.doc.name, "everything_echo");
+        assert_eq!(first.kind, MatchKind::ExactName, "`echo` is the original name");
+        assert_eq!(first.score, 408);
+    }
+
+    #[test]
+    fn ranking_table() {
+        let index = everything();
+        // (query, expected first results in order)
+        let cases: &[(&str, &[&str])] = &[
+            ("everything_echo", &["everything_echo"]),
+            ("EVERYTHING-ECHO", &["everything_echo"]),
+            // All three are name-prefix matches; the description starting with "Get" adds to the third's score.
+            ("get", &["github_get_file_contents", "everything_get-sum", "everything_getTinyImage"]),
+            ("file contents", &["github_get_file_contents", "files_read_file"]),
+            ("issue", &["github_create_issue", "github_list_issues"]),
+            ("tiny image", &["everything_getTinyImage"]),
+            ("llm sampling", &["everything_sampleLLM"]),
+            ("repositories", &["github_search_code"]),
+            ("搜索", &["wiki_搜索文档"]),
+            ("知识库", &["wiki_搜索文档"]),
+            ("作成", &["wiki_ページ作成"]),
+            ("environment variables", &["everything_printEnv"]),
+        ];
+        for (query, expected) in cases {
+            let page = index.search(&SearchQuery::new(*query)).unwrap();
+            let got = names(&page);
+            assert!(got.len() >= expected.len(), "{query}: got {got:?}");
+            assert_eq!(&got[..expected.len()], *expected, "query {query:?}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn exact_and_prefix_name_matches_rank_first() {
+        // A tool whose description mentions "echo" many ways must not beat the one named echo.
+        let mut docs = vec![doc("a", "echo_all_echoes", "echo echo echo: echo everything, echoes, echo"), doc("b", "echo", "x")];
+        docs.push(doc("c", "echoes", "Echo echo echo echo"));
+        let index = SearchIndex::build(docs);
+        let page = index.search(&SearchQuery::new("echo")).unwrap();
+        assert_eq!(names(&page), ["b_echo", "a_echo_all_echoes", "c_echoes"]);
+        assert_eq!(page.hits[0].kind, MatchKind::ExactName);
+        assert_eq!(page.hits[1].kind, MatchKind::NamePrefix);
+    }
+
+    #[test]
+    fn gate_rejects_partial_two_word_queries() {
+        let index = everything();
+        let page = index.search(&SearchQuery::new("echo zebra")).unwrap();
+        assert_eq!(page.total, 0, "{:?}", names(&page));
+        // Three of four words is enough (≥ 60 %).
+        let page = index.search(&SearchQuery::new("read complete file zebra")).unwrap();
+        assert_eq!(names(&page).first().map(String::as_str), Some("files_read_file"));
+    }
+
+    #[test]
+    fn keywords_are_searched() {
+        let mut d = doc("s", "frobnicate", "Does a thing");
+        d.keywords = vec!["kubernetes".into(), "k8s deploy".into()];
+        let index = SearchIndex::build(vec![d, doc("s", "other", "Something else")]);
+        assert_eq!(names(&index.search(&SearchQuery::new("kubernetes")).unwrap()), ["s_frobnicate"]);
+        assert_eq!(names(&index.search(&SearchQuery::new("k8s deploy")).unwrap()), ["s_frobnicate"]);
+    }
+
+    #[test]
+    fn server_filter_and_listing() {
+        let index = everything();
+        let page = index.search(&SearchQuery::new("file").with_server("files")).unwrap();
+        assert!(page.hits.iter().all(|h| h.doc.server == "files"));
+        assert_eq!(page.total, 3);
+        let page = index.search(&SearchQuery::new("  ").with_server("github")).unwrap();
+        assert_eq!(page.total, 4);
+        assert!(page.hits.iter().all(|h| h.kind == MatchKind::Listed));
+        assert_eq!(names(&page)[0], "github_create_issue");
+        assert!(matches!(index.search(&SearchQuery::new(" ")), Err(Error::EmptyQuery)));
+        assert!(matches!(index.search(&SearchQuery::new("!!! ???")), Err(Error::NoSearchableWords { .. })));
+    }
+
+    #[test]
+    fn pagination_table() {
+        let index = everything();
+        let q = |limit, offset| SearchQuery::new("e").with_server("everything").with_regex(true).with_limit(limit).with_offset(offset);
+        let total = index.search(&q(100, 0)).unwrap().total;
+        assert_eq!(total, 7);
+        // (limit, offset) -> (hits, next_offset, limit used)
+        let cases: &[(usize, usize, usize, Option<usize>, usize)] = &[
+            (3, 0, 3, Some(3), 3),
+            (3, 3, 3, Some(6), 3),
+            (3, 6, 1, None, 3),
+            (3, 7, 0, None, 3),
+            (3, usize::MAX, 0, None, 3),
+            (0, 0, 1, Some(1), 1),
+            (usize::MAX, 0, 7, None, MAX_LIMIT),
+        ];
+        let all = names(&index.search(&q(100, 0)).unwrap());
+        for &(limit, offset, n, next, used) in cases {
+            let page = index.search(&q(limit, offset)).unwrap();
+            assert_eq!((page.hits.len(), page.next_offset, page.limit, page.total), (n, next, used, total), "{limit}/{offset}");
+            if n > 0 {
+                assert_eq!(names(&page), all[offset..offset + n], "pages are slices of one order");
+            }
+        }
+    }
+
+    #[test]
+    fn regex_mode() {
+        let index = everything();
+        let page = index.search(&SearchQuery::new("^github_(create|list)").with_regex(true)).unwrap();
+        assert_eq!(names(&page), ["github_create_issue", "github_list_issues"]);
+        let page = index.search(&SearchQuery::new("REPOSITOR(y|ies)").with_regex(true)).unwrap();
+        assert_eq!(page.total, 4);
+        let long = "a".repeat(257);
+        assert!(matches!(
+            index.search(&SearchQuery::new(long).with_regex(true)),
+            Err(Error::QueryTooLong { len: 257, max: 256 })
+        ));
+        let ok = "é".repeat(256);
+        assert!(index.search(&SearchQuery::new(ok).with_regex(true)).is_ok(), "256 characters (512 bytes) is allowed");
+        let err = index.search(&SearchQuery::new("(unclosed").with_regex(true)).unwrap_err();
+        assert!(err.to_string().starts_with("regex query `(unclosed` is invalid: "), "{err}");
+        let err = index.search(&SearchQuery::new(r"\w{1000}{1000}").with_regex(true)).unwrap_err();
+        assert!(err.to_string().contains("exceeds"), "{err}");
+    }
+
+    #[test]
+    fn catastrophic_looking_regex_is_linear() {
+        let mut d = doc("evil", "aaaa", &format!("{}!", "a".repeat(50_000)));
+        d.keywords = vec!["a".repeat(10_000)];
+        let index = SearchIndex::build(vec![d]);
+        for pattern in ["(a+)+$", "(a|aa)+$", "(a*)*b", "^(([a-z])+.)+[A-Z]([a-z])+$"] {
+            let page = index.search(&SearchQuery::new(pattern).with_regex(true)).unwrap();
+            assert!(page.total <= 1, "{pattern}");
+        }
+    }
+
+    #[test]
+    fn find_precedence_table() {
+        let index = SearchIndex::build(vec![
+            doc("everything", "get-sum", "s"),
+            doc("everything", "echo", "e"),
+            doc("other", "echo", "e2"),
+            doc("x", "Mixed_Case", "m"),
+        ]);
+        let found = |name: &str, server: Option<&str>| match index.find(name, server) {
+            Lookup::Found(d) => format!("found {}", d.name),
+            Lookup::Ambiguous(ds) => format!("ambiguous {}", ds.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(",")),
+            Lookup::NotFound => "not found".to_string(),
+        };
+        let cases: &[(&str, Option<&str>, &str)] = &[
+            ("everything_get-sum", None, "found everything_get-sum"),
+            ("everything_get_sum", None, "found everything_get-sum"),
+            ("get_sum", None, "found everything_get-sum"),
+            ("echo", None, "ambiguous everything_echo,other_echo"),
+            ("echo", Some("other"), "found other_echo"),
+            ("other_echo", None, "found other_echo"),
+            ("mixed-case", None, "found x_Mixed_Case"),
+            ("echo", Some("nope"), "not found"),
+            ("nothing", None, "not found"),
+        ];
+        for (name, server, want) in cases {
+            assert_eq!(found(name, *server), *want, "{name} {server:?}");
+        }
+    }
+
+    #[test]
+    fn suggestions_table() {
+        let index = everything();
+        let cases: &[(&str, &str)] = &[
+            ("everything_ecoh", "everything_echo"),
+            ("everything_eho", "everything_echo"),
+            ("ecoh", "everything_echo"),
+            ("github_creat_isue", "github_create_issue"),
+            ("github_lsit_issues", "github_list_issues"),
+            ("everything_get_summ", "everything_get-sum"),
+            ("printenv", "everything_printEnv"),
+            ("read_files", "files_read_file"),
+            ("github_issues", "github_list_issues"),
+        ];
+        for (typo, want) in cases {
+            let got: Vec<&str> = index.suggest(typo, 5).iter().map(|d| d.name.as_str()).collect();
+            assert_eq!(got.first().copied(), Some(*want), "suggest({typo}) = {got:?}");
+            assert!(got.len() <= 5);
+        }
+        assert!(index.suggest("zzzzzzzzzzzz", 5).is_empty());
+        assert!(index.suggest("echo", 0).is_empty());
+    }
+
+    #[test]
+    fn osa_distance_table() {
+        let cases: &[(&str, &str, usize, Option<usize>)] = &[
+            ("echo", "echo", 1, Some(0)),
+            ("ecoh", "echo", 1, Some(1)),
+            ("eho", "echo", 1, Some(1)),
+            ("abc", "xyz", 2, None),
+            ("kitten", "sitting", 3, Some(3)),
+            ("", "ab", 2, Some(2)),
+            ("abcdef", "ab", 3, None),
+            ("漢字", "字漢", 1, Some(1)),
+        ];
+        let mut scratch = OsaScratch::default();
+        for (a, b, max, want) in cases {
+            let a: Vec<char> = a.chars().collect();
+            let b: Vec<char> = b.chars().collect();
+            assert_eq!(scratch.distance(&a, &b, *max), *want, "{a:?} {b:?}");
+        }
+    }
+
+    #[test]
+    fn empty_index() {
+        let index = SearchIndex::build(Vec::new());
+        assert_eq!(index.search(&SearchQuery::new("x")).unwrap().total, 0);
+        assert!(index.suggest("x", 5).is_empty());
+        assert_eq!(index.find("x", None), Lookup::NotFound);
+    }
+}
