@@ -151,7 +151,7 @@ fn translate_entry(
             ("command" | "url", _) | ("serverUrl", HostKind::Windsurf) => {
                 let target = if field == "serverUrl" { "url" } else { field.as_str() };
                 if field == "url" && host == HostKind::Windsurf && entry.contains_key("serverUrl") {
-                    notes.field("url", "Windsurf uses `serverUrl` when both are set; not imported");
+                    notes.field("url", "`serverUrl` is also set and is the one imported; not imported");
                     continue;
                 }
                 match convert_value(dialect, value, env, false) {
