@@ -107,10 +107,11 @@ pub fn strip(text: &str) -> String {
 
 /// Blanks one byte, keeping newlines so line numbers stay true.
 fn blank(out: &mut [u8], idx: usize) {
-    if let Some(b) = out.get_mut(idx) {
-        if *b != b'\n' && *b != b'\r' {
-            *b = b' ';
-        }
+    if let Some(b) = out.get_mut(idx)
+        && *b != b'\n'
+        && *b != b'\r'
+    {
+        *b = b' ';
     }
 }
 
