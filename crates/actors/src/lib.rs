@@ -1,24 +1,36 @@
 //! pimcp-actors: the actor runtime. A SupervisorActor owns one ServerActor per configured server and a RouterActor;
 //! each ServerActor drives its server's lifecycle as message-driven state transitions; the router keeps the merged
 //! catalog as a snapshot readers clone without messaging anyone; the metadata cache lets lazy servers be searched
-//! before they ever start.
+//! before they ever start. Transports and child processes live in `transport` and `process`.
 
 mod cache;
+mod call;
 mod catalog;
+mod context;
 mod error;
+mod handler;
 mod naming;
 mod policy;
+pub mod process;
+mod router;
+mod runtime;
+mod server;
 mod status;
+mod supervisor;
+pub mod transport;
 
 pub use cache::{CACHE_FILE_NAME, CACHE_MAX_AGE, CACHE_VERSION, CacheEntry, CacheFile, Freshness, MetadataCache};
+pub use call::{CallOptions, DEFAULT_MAX_TOTAL_FACTOR, ToolOutput};
 pub use catalog::{Catalog, CatalogTool, MetadataSource, Resolution, ServerCatalog, ServerInput, ServerMetadata};
 pub use error::{Error, ErrorCategory, Result};
+pub use handler::{
+    ApprovalDecision, ApprovalHandler, ApprovalRequest, ElicitationHandler, Handlers, RootsProvider, SamplingHandler,
+};
 pub use naming::{
     Glob, ToolFilter, format_tool_name, resource_tool_name, sanitize_server, server_prefix, tool_candidates,
 };
 pub use policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker, Tuning};
+pub use process::{ProcessOptions, SHIM_ARG, SHIM_BINARY, ShimMode, StderrTail, shim_main_if_requested};
+pub use runtime::{CONTROL_REPLY_SLACK, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
 pub use status::{RuntimeEvent, ServerState, ServerStatus, StatusSnapshot};
-
-/// Placeholder until the runtime module lands.
-#[derive(Debug, Clone)]
-pub struct ToolOutput;
+pub use transport::{ConnectError, ConnectSpec, Connection, Era, connect, default_http_client};

@@ -107,6 +107,9 @@ pub struct ServerStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     pub lifecycle: String,
+    /// When the live connection came up (for `uptime_ms`).
+    #[serde(skip)]
+    pub(crate) connected_at: Option<std::time::Instant>,
 }
 
 impl ServerStatus {
@@ -128,6 +131,7 @@ impl ServerStatus {
             in_flight: 0,
             pid: None,
             lifecycle: lifecycle.to_owned(),
+            connected_at: None,
         }
     }
 }
@@ -227,7 +231,15 @@ impl StatusBoard {
     }
 
     pub(crate) fn snapshot(&self) -> StatusSnapshot {
-        let mut servers: Vec<ServerStatus> = self.servers.iter().map(|e| e.value().clone()).collect();
+        let mut servers: Vec<ServerStatus> = self
+            .servers
+            .iter()
+            .map(|e| {
+                let mut s = e.value().clone();
+                s.uptime_ms = s.connected_at.map(|t| millis(t.elapsed()));
+                s
+            })
+            .collect();
         servers.sort_by(|a, b| a.name.cmp(&b.name));
         StatusSnapshot {
             schema: StatusSnapshot::SCHEMA.to_owned(),

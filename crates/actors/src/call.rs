@@ -1,0 +1,344 @@
+//! One tool call (or resource read) on a live connection, run in a task the ServerActor spawns: per-call timeout
+//! that cancels on the wire and is extended by progress, caller cancellation, SPEC 4 retry rules (retry only when
+//! the request provably did not reach the server, or the tool is read-only/idempotent — never replay a
+//! non-idempotent call that may have arrived), and fast failure when the transport dies mid-call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ContentBlock, JsonObject,
+    MetaObject, ReadResourceRequest, ReadResourceRequestParams, ServerResult,
+};
+use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::CatalogTool;
+use crate::error::{Error, Result};
+
+/// How long a call may run in total, as a multiple of its (progress-extended) timeout, unless
+/// [`CallOptions::max_total`] says otherwise.
+pub const DEFAULT_MAX_TOTAL_FACTOR: u32 = 10;
+
+/// Per-call options.
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    /// Resolve the tool name within this server only.
+    pub server: Option<String>,
+    /// Overrides the server's `timeouts.tool`. Each progress notification restarts it.
+    pub timeout: Option<Duration>,
+    /// Hard cap regardless of progress (default [`DEFAULT_MAX_TOTAL_FACTOR`] × timeout).
+    pub max_total: Option<Duration>,
+    /// Cancelling it abandons the call and sends `notifications/cancelled` to the server.
+    pub cancel: Option<CancellationToken>,
+}
+
+/// What a call returned.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolOutput {
+    pub server: String,
+    /// The exposed name.
+    pub tool: String,
+    /// The upstream name (or `read_<resource>`).
+    pub original: String,
+    pub content: Vec<ContentBlock>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<serde_json::Value>,
+    pub is_error: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meta: Option<MetaObject>,
+}
+
+impl ToolOutput {
+    /// All text blocks joined by newlines.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|c| match c {
+                ContentBlock::Text(t) => Some(t.text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// What the ServerActor learns from a finished call.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CallReport {
+    /// The server answered (a result or a JSON-RPC error): it is alive, even if busy.
+    pub responded: bool,
+    /// The transport died under the call.
+    pub transport_dead: bool,
+}
+
+/// Tokens a call task watches besides its own response.
+#[derive(Debug, Clone)]
+pub(crate) struct CallGuards {
+    /// Cancelled when the connection's transport is found dead.
+    pub dead: CancellationToken,
+    /// Cancelled when the server actor shuts down or disables the server.
+    pub stop: CancellationToken,
+}
+
+pub(crate) struct CallJob {
+    pub tool: Arc<CatalogTool>,
+    pub args: Option<JsonObject>,
+    pub opts: CallOptions,
+}
+
+/// Runs one call to completion. Never panics, always returns a result or a categorized error.
+pub(crate) async fn run_call(
+    peer: Peer<RoleClient>,
+    job: CallJob,
+    default_timeout: Duration,
+    retry_delays: &[Duration],
+    guards: CallGuards,
+) -> (Result<ToolOutput>, CallReport) {
+    let CallJob { tool, args, opts } = job;
+    let server = tool.server.clone();
+    let timeout = opts.timeout.unwrap_or(default_timeout);
+    let max_total = opts
+        .max_total
+        .unwrap_or(timeout.saturating_mul(DEFAULT_MAX_TOTAL_FACTOR))
+        .max(timeout);
+    let user_cancel = opts.cancel.unwrap_or_default();
+    let mut report = CallReport::default();
+    let conn_err = |message: String| Error::Connection {
+        server: server.clone(),
+        message,
+    };
+    let mut attempt = 0usize;
+    loop {
+        let request = match &tool.resource_uri {
+            Some(uri) => ClientRequest::ReadResourceRequest(ReadResourceRequest::new(ReadResourceRequestParams::new(
+                uri.clone(),
+            ))),
+            None => {
+                let mut params = CallToolRequestParams::new(tool.original.clone());
+                params.arguments = args.clone();
+                ClientRequest::CallToolRequest(CallToolRequest::new(params))
+            }
+        };
+        let options = PeerRequestOptions::with_timeout(timeout)
+            .reset_timeout_on_progress()
+            .with_max_total_timeout(max_total);
+        if guards.dead.is_cancelled() {
+            report.transport_dead = true;
+            return (
+                Err(conn_err("the connection closed before the call was sent".into())),
+                report,
+            );
+        }
+        let handle = match peer.send_request_with_option(request, options).await {
+            Ok(h) => h,
+            Err(ServiceError::TransportClosed) => {
+                report.transport_dead = true;
+                return (
+                    Err(conn_err("the connection closed before the call was sent".into())),
+                    report,
+                );
+            }
+            Err(e) => {
+                // Nothing reached the server: safe to retry on a live transport.
+                if let Some(delay) = retry_delays.get(attempt)
+                    && !guards.dead.is_cancelled()
+                {
+                    tracing::debug!(%server, tool = %tool.original, error = %e, "send failed; retrying");
+                    attempt += 1;
+                    tokio::time::sleep(*delay).await;
+                    continue;
+                }
+                return (Err(conn_err(format!("sending the call failed: {e}"))), report);
+            }
+        };
+        let id = handle.id.clone();
+        let outcome = tokio::select! {
+            r = handle.await_response() => r,
+            _ = guards.dead.cancelled() => {
+                report.transport_dead = true;
+                return (Err(conn_err(format!("the server exited or the connection broke during the call to `{}`", tool.original))), report);
+            }
+            _ = guards.stop.cancelled() => {
+                send_cancel(&peer, id, "client shutting down").await;
+                return (Err(Error::ShuttingDown), report);
+            }
+            _ = user_cancel.cancelled() => {
+                send_cancel(&peer, id, "cancelled by the caller").await;
+                return (Err(Error::Connection { server: server.clone(), message: format!("call to `{}` cancelled by the caller", tool.original) }), report);
+            }
+        };
+        match outcome {
+            Ok(result) => {
+                report.responded = true;
+                return (into_output(&tool, result), report);
+            }
+            Err(ServiceError::Timeout { timeout: after }) => {
+                return (
+                    Err(Error::Timeout {
+                        server,
+                        tool: tool.original.clone(),
+                        after,
+                    }),
+                    report,
+                );
+            }
+            Err(ServiceError::McpError(e)) => {
+                report.responded = true;
+                return (
+                    Err(Error::Protocol {
+                        server,
+                        operation: if tool.resource_uri.is_some() {
+                            "resources/read".into()
+                        } else {
+                            "tools/call".into()
+                        },
+                        code: e.code.0,
+                        message: e.message.to_string(),
+                    }),
+                    report,
+                );
+            }
+            Err(ServiceError::TransportClosed) => {
+                report.transport_dead = true;
+                return (
+                    Err(conn_err(format!(
+                        "the connection closed during the call to `{}`",
+                        tool.original
+                    ))),
+                    report,
+                );
+            }
+            Err(e @ ServiceError::TransportSend(_)) => {
+                let retryable = provably_not_delivered(&e) || tool.is_replay_safe();
+                if retryable
+                    && let Some(delay) = retry_delays.get(attempt)
+                    && !guards.dead.is_cancelled()
+                {
+                    tracing::debug!(%server, tool = %tool.original, error = %e, "transient transport error; retrying");
+                    attempt += 1;
+                    tokio::time::sleep(*delay).await;
+                    continue;
+                }
+                if let Some(challenge) = e.auth_challenge() {
+                    let _ = challenge;
+                    return (
+                        Err(Error::NeedsAuth {
+                            server,
+                            detail: "the server answered 401".into(),
+                        }),
+                        report,
+                    );
+                }
+                return (
+                    Err(conn_err(format!(
+                        "transport error during the call to `{}`: {e}",
+                        tool.original
+                    ))),
+                    report,
+                );
+            }
+            Err(ServiceError::InputRequiredRoundsExceeded { .. }) => {
+                return (
+                    Err(Error::InputRequired {
+                        server,
+                        tool: tool.original.clone(),
+                        message: "the server kept asking for input".into(),
+                    }),
+                    report,
+                );
+            }
+            Err(e) => {
+                return (
+                    Err(conn_err(format!("call to `{}` failed: {e}", tool.original))),
+                    report,
+                );
+            }
+        }
+    }
+}
+
+async fn send_cancel(peer: &Peer<RoleClient>, id: rmcp::model::RequestId, reason: &str) {
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        peer.notify_cancelled(CancelledNotificationParam::new(Some(id), Some(reason.to_owned()))),
+    )
+    .await;
+}
+
+fn into_output(tool: &CatalogTool, result: ServerResult) -> Result<ToolOutput> {
+    let base = |content, structured_content, is_error, meta| ToolOutput {
+        server: tool.server.clone(),
+        tool: tool.name.clone(),
+        original: tool.original.clone(),
+        content,
+        structured_content,
+        is_error,
+        meta,
+    };
+    match result {
+        ServerResult::CallToolResult(r) => {
+            let is_error = r.is_error == Some(true);
+            let out = base(r.content, r.structured_content, is_error, r.meta);
+            if is_error {
+                let text = out.text();
+                Err(Error::ToolError {
+                    server: tool.server.clone(),
+                    tool: tool.original.clone(),
+                    message: if text.is_empty() {
+                        "(no error text)".into()
+                    } else {
+                        text
+                    },
+                    output: Box::new(out),
+                })
+            } else {
+                Ok(out)
+            }
+        }
+        ServerResult::ReadResourceResult(r) => {
+            let content = r.contents.into_iter().map(ContentBlock::resource).collect();
+            Ok(base(content, None, false, None))
+        }
+        ServerResult::InputRequiredResult(_) => Err(Error::InputRequired {
+            server: tool.server.clone(),
+            tool: tool.original.clone(),
+            message: "the server asked for input (input_required) and no handler can answer it".into(),
+        }),
+        _ => Err(Error::Protocol {
+            server: tool.server.clone(),
+            operation: "tools/call".into(),
+            code: 0,
+            message: "unexpected response type".into(),
+        }),
+    }
+}
+
+/// True when the error shows the request never reached the server: connection refused/reset before sending,
+/// HTTP 503/429 (not processed), or an expired session (HTTP 404).
+fn provably_not_delivered(e: &ServiceError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(cur) = source {
+        if let Some(status) = cur.downcast_ref::<rmcp::transport::streamable_http_client::HttpStatusError>() {
+            return status.status == 503 || status.status == 429;
+        }
+        if let Some(re) = cur.downcast_ref::<reqwest::Error>()
+            && re.is_connect()
+        {
+            return true;
+        }
+        if let Some(io) = cur.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        if cur.to_string().contains("Session expired (HTTP 404)") {
+            return true;
+        }
+        source = cur.source();
+    }
+    false
+}

@@ -1,0 +1,107 @@
+//! What every actor of one runtime shares: settings, the HTTP client, process options, tuning, host callbacks, the
+//! status board, the metadata cache, the actor registry and the root cancellation token.
+
+use std::collections::BTreeSet;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use dashmap::DashMap;
+use pimcp_config::Settings;
+use ractor::ActorRef;
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::MetadataCache;
+use crate::catalog::{MetadataSource, ServerMetadata};
+use crate::handler::Handlers;
+use crate::policy::Tuning;
+use crate::process::ProcessOptions;
+use crate::router::RouterMsg;
+use crate::server::ServerMsg;
+use crate::status::StatusBoard;
+
+pub(crate) struct Shared {
+    pub settings: Settings,
+    pub project_dir: PathBuf,
+    pub http: reqwest::Client,
+    pub process: ProcessOptions,
+    pub tuning: Tuning,
+    pub handlers: Arc<Handlers>,
+    pub board: StatusBoard,
+    pub cache: MetadataCache,
+    /// Names of the configured servers (cache pruning).
+    pub configured: RwLock<BTreeSet<String>>,
+    /// Current ServerActor of each server (replaced on restart).
+    pub registry: DashMap<String, ActorRef<ServerMsg>>,
+    /// The current RouterActor (replaced on restart).
+    pub router: RwLock<Option<ActorRef<RouterMsg>>>,
+    /// Every server's last known metadata, kept here so a restarted router or server actor starts from it.
+    pub known: Mutex<BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)>>,
+    /// Root of the cancellation tree; each ServerActor holds a child.
+    pub root: CancellationToken,
+    pub shutting_down: AtomicBool,
+    /// `(server, original tool)` pairs the host allowed for this session.
+    pub approvals: DashMap<(String, String), ()>,
+}
+
+impl Shared {
+    pub(crate) fn configured_names(&self) -> BTreeSet<String> {
+        match self.configured.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn router(&self) -> Option<ActorRef<RouterMsg>> {
+        match self.router.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    pub(crate) fn set_router(&self, router: ActorRef<RouterMsg>) {
+        match self.router.write() {
+            Ok(mut g) => *g = Some(router),
+            Err(p) => *p.into_inner() = Some(router),
+        }
+    }
+
+    pub(crate) fn known_metadata(&self) -> BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)> {
+        match self.known.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    pub(crate) fn set_known(&self, known: BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)>) {
+        match self.known.lock() {
+            Ok(mut g) => *g = known,
+            Err(p) => *p.into_inner() = known,
+        }
+    }
+
+    pub(crate) fn update_known(&self, server: &str, metadata: Option<(Arc<ServerMetadata>, MetadataSource)>) {
+        let mut g = match self.known.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        match metadata {
+            Some(m) => {
+                g.insert(server.to_owned(), m);
+            }
+            None => {
+                g.remove(server);
+            }
+        }
+    }
+
+    pub(crate) fn server_ref(&self, name: &str) -> Option<ActorRef<ServerMsg>> {
+        self.registry.get(name).map(|r| r.clone())
+    }
+}

@@ -1,0 +1,204 @@
+//! The host-facing callback traits (sampling, elicitation, roots, approval) with safe defaults, and the
+//! `rmcp::ClientHandler` each connection uses: it answers server→client requests through those callbacks and
+//! forwards notifications to its ServerActor as messages (never blocking, never touching actor state).
+#![allow(deprecated)] // sampling / roots / logging are SEP-2577-deprecated but still used by servers
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use ractor::ActorRef;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ErrorData, Implementation, JsonObject, ListRootsResult,
+    LoggingMessageNotificationParam, Root,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ClientHandler, RoleClient};
+
+use crate::server::ServerMsg;
+
+/// Answers a server's `sampling/createMessage` (an LLM completion on the host's behalf).
+#[async_trait]
+pub trait SamplingHandler: Send + Sync + 'static {
+    /// `Err(reason)` declines; the reason is sent to the server.
+    async fn create_message(
+        &self,
+        server: &str,
+        params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, String> {
+        let _ = (server, params);
+        Err("sampling is not supported by this host".to_owned())
+    }
+}
+
+/// Answers a server's `elicitation/create` (ask the user for input).
+#[async_trait]
+pub trait ElicitationHandler: Send + Sync + 'static {
+    /// Default: decline.
+    async fn elicit(&self, server: &str, request: ElicitRequestParams) -> ElicitResult {
+        let _ = (server, request);
+        ElicitResult::new(ElicitationAction::Decline)
+    }
+}
+
+/// Answers a server's `roots/list`.
+#[async_trait]
+pub trait RootsProvider: Send + Sync + 'static {
+    /// Default: no roots.
+    async fn roots(&self, server: &str) -> Vec<Root> {
+        let _ = server;
+        Vec::new()
+    }
+}
+
+/// What the host decided about a gated call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalDecision {
+    AllowOnce,
+    AllowForSession,
+    Deny,
+    /// There is no way to ask (headless): the call fails closed with category `approval`.
+    InputRequired,
+}
+
+/// A call waiting for approval (`approveTools`).
+#[derive(Debug, Clone)]
+pub struct ApprovalRequest {
+    pub server: String,
+    /// The exposed name.
+    pub tool: String,
+    /// The upstream name.
+    pub original: String,
+    pub arguments: Option<JsonObject>,
+}
+
+/// Decides gated calls.
+#[async_trait]
+pub trait ApprovalHandler: Send + Sync + 'static {
+    /// Default: there is nobody to ask.
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalDecision {
+        let _ = request;
+        ApprovalDecision::InputRequired
+    }
+}
+
+/// The host's callbacks. A `None` handler keeps the default behaviour (decline / `input_required`) and the
+/// matching capability is not advertised to servers.
+#[derive(Clone, Default)]
+pub struct Handlers {
+    pub sampling: Option<Arc<dyn SamplingHandler>>,
+    pub elicitation: Option<Arc<dyn ElicitationHandler>>,
+    pub roots: Option<Arc<dyn RootsProvider>>,
+    pub approval: Option<Arc<dyn ApprovalHandler>>,
+}
+
+impl std::fmt::Debug for Handlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handlers")
+            .field("sampling", &self.sampling.is_some())
+            .field("elicitation", &self.elicitation.is_some())
+            .field("roots", &self.roots.is_some())
+            .field("approval", &self.approval.is_some())
+            .finish()
+    }
+}
+
+/// Which list a `list_changed` notification is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListKind {
+    Tools,
+    Resources,
+    Prompts,
+}
+
+/// The `ClientHandler` of one connection (generation `generation` of server `server`).
+#[derive(Clone)]
+pub(crate) struct RuntimeClient {
+    pub(crate) server: String,
+    pub(crate) generation: u64,
+    pub(crate) actor: ActorRef<ServerMsg>,
+    pub(crate) handlers: Arc<Handlers>,
+    pub(crate) allow_sampling: bool,
+    pub(crate) allow_elicitation: bool,
+}
+
+impl RuntimeClient {
+    fn forward(&self, kind: ListKind) {
+        // Unbounded mailbox: never blocks; an error only means the actor is gone.
+        let _ = self.actor.send_message(ServerMsg::ListChanged {
+            generation: self.generation,
+            kind,
+        });
+    }
+}
+
+impl ClientHandler for RuntimeClient {
+    fn get_info(&self) -> ClientConfig {
+        let mut caps = ClientCapabilities::default();
+        if self.handlers.roots.is_some() {
+            caps = ClientCapabilities::builder()
+                .enable_roots()
+                .enable_roots_list_changed()
+                .build();
+        }
+        if self.allow_sampling && self.handlers.sampling.is_some() {
+            caps.sampling = ClientCapabilities::builder().enable_sampling().build().sampling;
+        }
+        if self.allow_elicitation && self.handlers.elicitation.is_some() {
+            caps.elicitation = ClientCapabilities::builder().enable_elicitation().build().elicitation;
+        }
+        ClientConfig::new(caps, Implementation::new("pimcp", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _ctx: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        match (&self.handlers.sampling, self.allow_sampling) {
+            (Some(h), true) => h
+                .create_message(&self.server, params)
+                .await
+                .map_err(|reason| ErrorData::invalid_request(reason, None)),
+            _ => Err(ErrorData::invalid_request(
+                "sampling is not supported by this host",
+                None,
+            )),
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _ctx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        match (&self.handlers.elicitation, self.allow_elicitation) {
+            (Some(h), true) => Ok(h.elicit(&self.server, request).await),
+            _ => Ok(ElicitResult::new(ElicitationAction::Decline)),
+        }
+    }
+
+    async fn list_roots(&self, _ctx: RequestContext<RoleClient>) -> Result<ListRootsResult, ErrorData> {
+        let roots = match &self.handlers.roots {
+            Some(p) => p.roots(&self.server).await,
+            None => Vec::new(),
+        };
+        Ok(ListRootsResult::new(roots))
+    }
+
+    async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        self.forward(ListKind::Tools);
+    }
+
+    async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        self.forward(ListKind::Resources);
+    }
+
+    async fn on_prompt_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        self.forward(ListKind::Prompts);
+    }
+
+    async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, level = ?params.level, "server log message");
+    }
+}

@@ -1,0 +1,387 @@
+//! RouterActor: owns the merged catalog index, rebuilt from server metadata events and published through a
+//! `watch` channel (readers clone the `Arc<Catalog>` without messaging anyone), and routes calls: resolve the name,
+//! and when the tool's server has no live metadata yet, ask it to connect (in a task, never blocking the mailbox)
+//! and resolve again — a tool that exists is never reported unknown just because its server was asleep.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use pimcp_config::{ApproveTools, Config};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rmcp::model::JsonObject;
+use tokio::sync::{oneshot, watch};
+
+use crate::call::{CallJob, CallOptions, ToolOutput};
+use crate::catalog::{Catalog, CatalogTool, MetadataSource, Resolution, ServerInput, ServerMetadata};
+use crate::context::Shared;
+use crate::error::{Error, Result};
+use crate::handler::{ApprovalDecision, ApprovalRequest};
+use crate::naming::{Glob, tool_candidates};
+use crate::server::ServerMsg;
+use crate::status::RuntimeEvent;
+
+pub(crate) enum RouterMsg {
+    /// A server's metadata changed (`None`: nothing known any more).
+    Metadata {
+        server: String,
+        metadata: Option<(Arc<ServerMetadata>, MetadataSource)>,
+    },
+    /// Resolve a name, discovering lazily when needed.
+    Resolve {
+        name: String,
+        server: Option<String>,
+        attempt: Attempt,
+        reply: oneshot::Sender<Result<Arc<CatalogTool>>>,
+    },
+    /// Resolve and forward a call to the tool's ServerActor.
+    Call {
+        name: String,
+        args: Option<JsonObject>,
+        opts: CallOptions,
+        attempt: Attempt,
+        reply: oneshot::Sender<Result<ToolOutput>>,
+    },
+    /// Replace the configuration (servers added/removed/changed by the supervisor).
+    Reconfigure { config: Arc<Config> },
+}
+
+/// First resolution, or the one after a discovery round (with the errors servers gave while connecting).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Attempt {
+    discovered: bool,
+    errors: Vec<(String, Error)>,
+}
+
+pub(crate) struct RouterArgs {
+    pub config: Arc<Config>,
+    pub known: BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)>,
+    pub catalog_tx: watch::Sender<Arc<Catalog>>,
+    pub shared: Arc<Shared>,
+}
+
+pub(crate) struct RouterState {
+    config: Arc<Config>,
+    known: BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)>,
+    catalog_tx: watch::Sender<Arc<Catalog>>,
+    version: u64,
+    shared: Arc<Shared>,
+}
+
+pub(crate) struct RouterActor;
+
+/// Sends a resolved call to its ServerActor.
+fn forward(
+    shared: &Shared,
+    tool: Arc<CatalogTool>,
+    args: Option<JsonObject>,
+    opts: CallOptions,
+    reply: oneshot::Sender<Result<ToolOutput>>,
+) {
+    let server = tool.server.clone();
+    match shared.server_ref(&server) {
+        Some(actor) => {
+            if let Err(ractor::MessagingErr::SendErr(ServerMsg::Call { reply, .. })) =
+                actor.send_message(ServerMsg::Call {
+                    job: CallJob { tool, args, opts },
+                    reply,
+                })
+            {
+                // The message (and its reply port) comes back inside the error.
+                let _ = reply.send(Err(Error::Connection {
+                    server,
+                    message: "server actor is restarting".into(),
+                }));
+            }
+        }
+        None => {
+            let _ = reply.send(Err(Error::UnknownServer { server }));
+        }
+    }
+}
+
+/// `approveTools` (per server, else global) matches the tool.
+fn approval_required(config: &Config, tool: &CatalogTool) -> bool {
+    let Some(cfg) = config.server(&tool.server) else {
+        return false;
+    };
+    let rule = cfg.approve_tools.as_ref().unwrap_or(&config.settings.approve_tools);
+    match rule {
+        ApproveTools::Off => false,
+        ApproveTools::All => true,
+        ApproveTools::Globs(globs) => {
+            let mode = cfg.tool_prefix.unwrap_or(config.settings.tool_prefix);
+            let candidates = tool_candidates(&tool.original, &tool.server, mode);
+            globs.iter().any(|g| {
+                let g = Glob::new(g);
+                candidates.iter().any(|c| g.matches(c))
+            })
+        }
+    }
+}
+
+/// Builds the catalog for `config` from what is known.
+pub(crate) fn build_catalog(
+    config: &Config,
+    known: &BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)>,
+    version: u64,
+) -> Catalog {
+    let inputs: Vec<ServerInput<'_>> = config
+        .servers
+        .iter()
+        .map(|s| ServerInput {
+            config: s,
+            metadata: known.get(&s.name).map(|(m, src)| (m.as_ref(), *src)),
+        })
+        .collect();
+    let mut c = Catalog::build(config.settings.tool_prefix, &inputs);
+    c.version = version;
+    c
+}
+
+impl RouterActor {
+    fn publish(st: &mut RouterState, changed: Vec<String>) {
+        st.version += 1;
+        let catalog = build_catalog(&st.config, &st.known, st.version);
+        st.catalog_tx.send_replace(Arc::new(catalog));
+        st.shared.board.emit(RuntimeEvent::CatalogChanged {
+            version: st.version,
+            servers: changed,
+        });
+    }
+
+    /// `Ok(tool)`, `Err(error)`, or servers to discover first.
+    fn resolve(
+        st: &RouterState,
+        name: &str,
+        server: Option<&str>,
+        attempt: &Attempt,
+    ) -> std::result::Result<Result<Arc<CatalogTool>>, Vec<String>> {
+        let catalog = st.catalog_tx.borrow().clone();
+        match catalog.resolve(name, server) {
+            Resolution::Found(t) => Ok(Ok(t)),
+            Resolution::Ambiguous(candidates) => Ok(Err(Error::AmbiguousTool {
+                name: name.to_owned(),
+                candidates,
+            })),
+            Resolution::UnknownServer(server) => Ok(Err(Error::UnknownServer { server })),
+            Resolution::NeedsDiscovery(servers) if !attempt.discovered => Err(servers),
+            Resolution::NeedsDiscovery(servers) => {
+                // Discovery was tried and failed for these: report why rather than "unknown tool".
+                if let Some((_, e)) = attempt.errors.iter().find(|(s, _)| servers.contains(s)) {
+                    return Ok(Err(e.clone()));
+                }
+                Ok(Err(Error::UnknownTool {
+                    name: name.to_owned(),
+                    server: server.map(str::to_owned).or_else(|| servers.first().cloned()),
+                    available: Vec::new(),
+                    suggestions: catalog.suggestions(name),
+                }))
+            }
+            Resolution::NotFound {
+                server: implied,
+                available,
+                suggestions,
+            } => {
+                if let Some(implied) = &implied
+                    && let Some((_, e)) = attempt.errors.iter().find(|(s, _)| s == implied)
+                {
+                    return Ok(Err(e.clone()));
+                }
+                Ok(Err(Error::UnknownTool {
+                    name: name.to_owned(),
+                    server: implied,
+                    available,
+                    suggestions,
+                }))
+            }
+        }
+    }
+
+    /// Connects `servers` in a task, then sends `again` back to the router.
+    fn discover_then(
+        myself: &ActorRef<RouterMsg>,
+        st: &RouterState,
+        servers: Vec<String>,
+        again: impl FnOnce(Attempt) -> RouterMsg + Send + 'static,
+    ) {
+        let refs: Vec<(String, Option<ActorRef<ServerMsg>>)> = servers
+            .into_iter()
+            .map(|s| {
+                let r = st.shared.server_ref(&s);
+                (s, r)
+            })
+            .collect();
+        let me = myself.clone();
+        tokio::spawn(async move {
+            let waits = refs.into_iter().map(|(name, actor)| async move {
+                let Some(actor) = actor else {
+                    return Some((name.clone(), Error::UnknownServer { server: name }));
+                };
+                let (tx, rx) = oneshot::channel();
+                if actor.send_message(ServerMsg::Ensure { reply: tx }).is_err() {
+                    return Some((
+                        name.clone(),
+                        Error::Connection {
+                            server: name,
+                            message: "server actor is restarting".into(),
+                        },
+                    ));
+                }
+                match rx.await {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some((name, e)),
+                    Err(_) => Some((
+                        name.clone(),
+                        Error::Connection {
+                            server: name,
+                            message: "server actor stopped".into(),
+                        },
+                    )),
+                }
+            });
+            let errors: Vec<(String, Error)> = futures::future::join_all(waits).await.into_iter().flatten().collect();
+            let _ = me.send_message(again(Attempt {
+                discovered: true,
+                errors,
+            }));
+        });
+    }
+}
+
+impl Actor for RouterActor {
+    type Msg = RouterMsg;
+    type State = RouterState;
+    type Arguments = RouterArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<RouterMsg>,
+        args: RouterArgs,
+    ) -> std::result::Result<RouterState, ActorProcessingErr> {
+        let RouterArgs {
+            config,
+            known,
+            catalog_tx,
+            shared,
+        } = args;
+        let mut st = RouterState {
+            config,
+            known,
+            catalog_tx,
+            version: 0,
+            shared,
+        };
+        let names = st.config.servers.iter().map(|s| s.name.clone()).collect();
+        Self::publish(&mut st, names);
+        Ok(st)
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<RouterMsg>,
+        msg: RouterMsg,
+        st: &mut RouterState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        match msg {
+            RouterMsg::Metadata { server, metadata } => {
+                st.shared.update_known(&server, metadata.clone());
+                match metadata {
+                    Some(m) => {
+                        st.known.insert(server.clone(), m);
+                    }
+                    None => {
+                        st.known.remove(&server);
+                    }
+                }
+                Self::publish(st, vec![server]);
+            }
+            RouterMsg::Reconfigure { config } => {
+                st.known.retain(|name, _| config.server(name).is_some());
+                st.config = config;
+                let names = st.config.servers.iter().map(|s| s.name.clone()).collect();
+                Self::publish(st, names);
+            }
+            RouterMsg::Resolve {
+                name,
+                server,
+                attempt,
+                reply,
+            } => match Self::resolve(st, &name, server.as_deref(), &attempt) {
+                Ok(r) => {
+                    let _ = reply.send(r);
+                }
+                Err(servers) => Self::discover_then(&myself, st, servers, move |attempt| RouterMsg::Resolve {
+                    name,
+                    server,
+                    attempt,
+                    reply,
+                }),
+            },
+            RouterMsg::Call {
+                name,
+                args,
+                opts,
+                attempt,
+                reply,
+            } => match Self::resolve(st, &name, opts.server.as_deref(), &attempt) {
+                Ok(Ok(tool)) => {
+                    let key = (tool.server.clone(), tool.original.clone());
+                    if approval_required(&st.config, &tool) && !st.shared.approvals.contains_key(&key) {
+                        let shared = st.shared.clone();
+                        tokio::spawn(async move {
+                            let request = ApprovalRequest {
+                                server: tool.server.clone(),
+                                tool: tool.name.clone(),
+                                original: tool.original.clone(),
+                                arguments: args.clone(),
+                            };
+                            let decision = match &shared.handlers.approval {
+                                Some(h) => h.approve(&request).await,
+                                None => ApprovalDecision::InputRequired,
+                            };
+                            let refuse = |message: String| Error::Approval {
+                                server: tool.server.clone(),
+                                tool: tool.original.clone(),
+                                message,
+                            };
+                            match decision {
+                                ApprovalDecision::AllowOnce => forward(&shared, tool, args, opts, reply),
+                                ApprovalDecision::AllowForSession => {
+                                    shared.approvals.insert(key, ());
+                                    forward(&shared, tool, args, opts, reply);
+                                }
+                                ApprovalDecision::Deny => {
+                                    let msg = format!(
+                                        "the user declined approval to run tool `{}` on server `{}`",
+                                        tool.original, tool.server
+                                    );
+                                    let _ = reply.send(Err(refuse(msg)));
+                                }
+                                ApprovalDecision::InputRequired => {
+                                    let msg = format!(
+                                        "tool `{}` on server `{}` requires approval and there is no way to ask",
+                                        tool.original, tool.server
+                                    );
+                                    let _ = reply.send(Err(refuse(msg)));
+                                }
+                            }
+                        });
+                    } else {
+                        forward(&st.shared, tool, args, opts, reply);
+                    }
+                }
+                Ok(Err(e)) => {
+                    let _ = reply.send(Err(e));
+                }
+                Err(servers) => Self::discover_then(&myself, st, servers, move |attempt| RouterMsg::Call {
+                    name,
+                    args,
+                    opts,
+                    attempt,
+                    reply,
+                }),
+            },
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,370 @@
+//! The library API: [`Runtime::start`] builds the actor tree from a [`Config`], [`RuntimeHandle`] reads status and
+//! the catalog without waiting on any server, calls tools, connects/reconnects/disables servers, and
+//! [`Runtime::shutdown`] closes everything within a bound, leaving no process behind.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use dashmap::DashMap;
+use pimcp_config::Config;
+use ractor::{Actor, ActorRef};
+use rmcp::model::JsonObject;
+use tokio::sync::{broadcast, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::{Freshness, MetadataCache};
+use crate::call::{CallOptions, ToolOutput};
+use crate::catalog::{Catalog, CatalogTool, MetadataSource, ServerMetadata};
+use crate::context::Shared;
+use crate::error::{Error, Result};
+use crate::handler::Handlers;
+use crate::policy::Tuning;
+use crate::process::ProcessOptions;
+use crate::router::{Attempt, RouterMsg, build_catalog};
+use crate::server::ServerMsg;
+use crate::status::{RuntimeEvent, StatusBoard, StatusSnapshot};
+use crate::supervisor::{SupArgs, SupMsg, SupervisorActor};
+
+/// Everything [`Runtime::start`] needs.
+#[derive(Debug, Clone)]
+pub struct RuntimeOptions {
+    /// The complete configuration (a library host may build it in memory; it is never merged with files).
+    pub config: Config,
+    /// Holds the metadata cache at `<agent_dir>/pimcp/cache.json`.
+    pub agent_dir: PathBuf,
+    /// Private data (OAuth tokens, trust records, spill files) for later subsystems.
+    pub data_dir: PathBuf,
+    pub process: ProcessOptions,
+    /// One shared HTTP client; `None` builds the transport's default.
+    pub http: Option<reqwest::Client>,
+    pub handlers: Handlers,
+    pub tuning: Tuning,
+}
+
+impl RuntimeOptions {
+    pub fn new(config: Config, agent_dir: impl Into<PathBuf>, data_dir: impl Into<PathBuf>) -> RuntimeOptions {
+        RuntimeOptions {
+            config,
+            agent_dir: agent_dir.into(),
+            data_dir: data_dir.into(),
+            process: ProcessOptions::default(),
+            http: None,
+            handlers: Handlers::default(),
+            tuning: Tuning::default(),
+        }
+    }
+}
+
+/// How a shutdown went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Every server closed gracefully within the bound (otherwise the rest were killed).
+    pub graceful: bool,
+    pub elapsed: Duration,
+}
+
+/// A cheap, cloneable handle to a running runtime.
+#[derive(Clone)]
+pub struct RuntimeHandle {
+    shared: Arc<Shared>,
+    catalog_rx: watch::Receiver<Arc<Catalog>>,
+}
+
+impl std::fmt::Debug for RuntimeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuntimeHandle")
+            .field("servers", &self.shared.registry.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long a control request (connect, disable) may wait for an actor's answer beyond the server's own
+/// startup + discovery timeouts.
+pub const CONTROL_REPLY_SLACK: Duration = Duration::from_secs(5);
+
+impl RuntimeHandle {
+    /// Per-server state, counts, protocol, last error, failures and uptime. Never waits on a server.
+    pub fn status(&self) -> StatusSnapshot {
+        self.shared.board.snapshot()
+    }
+
+    /// State and catalog changes as they happen.
+    pub fn events(&self) -> broadcast::Receiver<RuntimeEvent> {
+        self.shared.board.subscribe()
+    }
+
+    /// The current catalog snapshot (never waits).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog_rx.borrow().clone()
+    }
+
+    /// A receiver that sees every new catalog snapshot.
+    pub fn catalog_watch(&self) -> watch::Receiver<Arc<Catalog>> {
+        self.catalog_rx.clone()
+    }
+
+    /// The exposed tools of one server, or of all servers, from the catalog (cache when not connected).
+    pub fn list_tools(&self, server: Option<&str>) -> Result<Vec<Arc<CatalogTool>>> {
+        let catalog = self.catalog();
+        match server {
+            Some(s) => match catalog.server(s) {
+                Some(sc) => Ok(sc.tools.clone()),
+                None => Err(Error::UnknownServer { server: s.to_owned() }),
+            },
+            None => Ok(catalog.tools().cloned().collect()),
+        }
+    }
+
+    /// Resolves a tool name (prefixed, original, `-`/`_` fuzzy), connecting an implied lazy server whose catalog
+    /// is unknown.
+    pub async fn describe(&self, name: &str) -> Result<Arc<CatalogTool>> {
+        self.resolve(name, None).await
+    }
+
+    /// [`RuntimeHandle::describe`] scoped to one server (`None`: all).
+    pub async fn resolve(&self, name: &str, server: Option<&str>) -> Result<Arc<CatalogTool>> {
+        self.check_running()?;
+        let router = self.router()?;
+        let (tx, rx) = oneshot::channel();
+        router
+            .send_message(RouterMsg::Resolve {
+                name: name.to_owned(),
+                server: server.map(str::to_owned),
+                attempt: Attempt::default(),
+                reply: tx,
+            })
+            .map_err(|_| Error::actor("the router is not running"))?;
+        rx.await.map_err(|_| Error::actor("the router dropped the request"))?
+    }
+
+    /// Calls a tool by name. Always ends with a result or a categorized error.
+    pub async fn call(&self, name: &str, args: Option<JsonObject>, opts: CallOptions) -> Result<ToolOutput> {
+        self.check_running()?;
+        let router = self.router()?;
+        let (tx, rx) = oneshot::channel();
+        router
+            .send_message(RouterMsg::Call {
+                name: name.to_owned(),
+                args,
+                opts,
+                attempt: Attempt::default(),
+                reply: tx,
+            })
+            .map_err(|_| Error::actor("the router is not running"))?;
+        rx.await
+            .map_err(|_| Error::actor("the call was dropped by a stopping actor"))?
+    }
+
+    /// Connects a server (no-op when ready), closing its crash-loop breaker; waits for discovery.
+    pub async fn connect(&self, server: &str) -> Result<()> {
+        self.control(server, |reply| ServerMsg::Connect { force: false, reply })
+            .await?
+    }
+
+    /// Tears down a live connection and connects again.
+    pub async fn reconnect(&self, server: &str) -> Result<()> {
+        self.control(server, |reply| ServerMsg::Connect { force: true, reply })
+            .await?
+    }
+
+    /// Disconnects and disables a server for this run.
+    pub async fn disable(&self, server: &str) -> Result<()> {
+        self.control(server, |reply| ServerMsg::Disable { reply }).await
+    }
+
+    /// Re-enables a server disabled with [`RuntimeHandle::disable`].
+    pub async fn enable(&self, server: &str) -> Result<()> {
+        self.control(server, |reply| ServerMsg::Enable { reply }).await
+    }
+
+    /// The server's instructions (live or cached).
+    pub fn instructions(&self, server: &str) -> Option<String> {
+        self.catalog().server(server).and_then(|s| s.instructions.clone())
+    }
+
+    async fn control<T>(&self, server: &str, msg: impl FnOnce(oneshot::Sender<T>) -> ServerMsg) -> Result<T> {
+        self.check_running()?;
+        let actor = self.shared.server_ref(server).ok_or_else(|| Error::UnknownServer {
+            server: server.to_owned(),
+        })?;
+        let (tx, rx) = oneshot::channel();
+        actor.send_message(msg(tx)).map_err(|_| Error::Connection {
+            server: server.to_owned(),
+            message: "server actor is restarting".into(),
+        })?;
+        rx.await.map_err(|_| Error::Connection {
+            server: server.to_owned(),
+            message: "server actor stopped".into(),
+        })
+    }
+
+    fn router(&self) -> Result<ActorRef<RouterMsg>> {
+        self.shared
+            .router()
+            .ok_or_else(|| Error::actor("the router is not running"))
+    }
+
+    fn check_running(&self) -> Result<()> {
+        if self.shared.is_shutting_down() {
+            Err(Error::ShuttingDown)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A running runtime: the supervisor and its actor tree. Derefs to [`RuntimeHandle`].
+pub struct Runtime {
+    handle: RuntimeHandle,
+    supervisor: ActorRef<SupMsg>,
+    join: ractor::concurrency::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("handle", &self.handle)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for Runtime {
+    type Target = RuntimeHandle;
+    fn deref(&self) -> &RuntimeHandle {
+        &self.handle
+    }
+}
+
+impl Runtime {
+    /// Starts the actor tree: loads the metadata cache, spawns the supervisor, router and one ServerActor per
+    /// server. Only `eager`/`keep-alive` servers (and, with `settings.warmCache`, servers without metadata)
+    /// connect now.
+    pub async fn start(opts: RuntimeOptions) -> Result<Runtime> {
+        let RuntimeOptions {
+            config,
+            agent_dir,
+            data_dir: _,
+            process,
+            http,
+            handlers,
+            tuning,
+        } = opts;
+        let http = match http {
+            Some(h) => h,
+            None => crate::transport::default_http_client()
+                .map_err(|e| Error::actor(format!("cannot build the HTTP client: {e}")))?,
+        };
+        let cache = MetadataCache::in_agent_dir(&agent_dir);
+        let configured: std::collections::BTreeSet<String> = config.servers.iter().map(|s| s.name.clone()).collect();
+        let initial = {
+            let cache = cache.clone();
+            let servers = config.servers.clone();
+            let configured = configured.clone();
+            tokio::task::spawn_blocking(move || {
+                let file = cache.load();
+                let now = SystemTime::now();
+                let mut initial = BTreeMap::new();
+                for s in &servers {
+                    let Some(entry) = file.servers.get(&s.name) else {
+                        continue;
+                    };
+                    let source = match entry.freshness(&pimcp_config::identity_hash(s), now) {
+                        Some(Freshness::Fresh) => MetadataSource::Cache,
+                        Some(Freshness::Stale) => MetadataSource::StaleCache,
+                        None => continue,
+                    };
+                    initial.insert(s.name.clone(), (entry.metadata.clone(), source));
+                }
+                if cache.exists() && file.servers.keys().any(|k| !configured.contains(k)) {
+                    if let Err(e) = cache.update(Vec::new(), &[], Some(&configured)) {
+                        tracing::warn!(error = %e, "could not prune the metadata cache");
+                    }
+                }
+                initial
+            })
+            .await
+            .map_err(|e| Error::actor(format!("loading the metadata cache: {e}")))?
+        };
+        let config = Arc::new(config);
+        let shared = Arc::new(Shared {
+            settings: config.settings.clone(),
+            project_dir: config.project_dir.clone(),
+            http,
+            process,
+            tuning,
+            handlers: Arc::new(handlers),
+            board: StatusBoard::new(),
+            cache,
+            configured: RwLock::new(configured),
+            registry: DashMap::new(),
+            router: RwLock::new(None),
+            known: Mutex::new(BTreeMap::new()),
+            root: CancellationToken::new(),
+            shutting_down: AtomicBool::new(false),
+            approvals: DashMap::new(),
+        });
+        let known_for_catalog: BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)> = initial
+            .iter()
+            .map(|(k, (m, s))| (k.clone(), (Arc::new(m.clone()), *s)))
+            .collect();
+        let (catalog_tx, catalog_rx) = watch::channel(Arc::new(build_catalog(&config, &known_for_catalog, 0)));
+        let args = SupArgs {
+            config,
+            shared: shared.clone(),
+            initial,
+            catalog_tx,
+        };
+        let (supervisor, join) = Actor::spawn(None, SupervisorActor, args)
+            .await
+            .map_err(|e| Error::actor(format!("starting the supervisor: {e}")))?;
+        Ok(Runtime {
+            handle: RuntimeHandle { shared, catalog_rx },
+            supervisor,
+            join,
+        })
+    }
+
+    /// A cloneable handle for other tasks.
+    pub fn handle(&self) -> RuntimeHandle {
+        self.handle.clone()
+    }
+
+    /// Graceful, bounded shutdown: new work is refused, in-flight calls end with `ShuttingDown`, every connection
+    /// is closed (stdin close → grace → SIGTERM → SIGKILL of the process group); whatever is still up when 3/4 of
+    /// `bound` has passed is killed. Returns within `bound` (plus scheduling noise).
+    pub async fn shutdown(self, bound: Duration) -> ShutdownReport {
+        let started = Instant::now();
+        let shared = self.handle.shared.clone();
+        shared.shutting_down.store(true, Ordering::SeqCst);
+        let actors: Vec<ActorRef<ServerMsg>> = shared.registry.iter().map(|e| e.value().clone()).collect();
+        let waits = actors.iter().map(|a| {
+            let (tx, rx) = oneshot::channel();
+            let sent = a.send_message(ServerMsg::Shutdown { reply: tx }).is_ok();
+            async move {
+                if sent {
+                    let _ = rx.await;
+                }
+            }
+        });
+        let graceful = tokio::time::timeout(bound.mul_f64(0.75), futures::future::join_all(waits))
+            .await
+            .is_ok();
+        shared.root.cancel();
+        for a in &actors {
+            a.stop(Some("shutdown".into()));
+        }
+        if let Some(r) = shared.router() {
+            r.stop(Some("shutdown".into()));
+        }
+        self.supervisor.stop(Some("shutdown".into()));
+        let remaining = bound.saturating_sub(started.elapsed());
+        let joined = tokio::time::timeout(remaining, self.join).await.is_ok();
+        ShutdownReport {
+            graceful: graceful && joined,
+            elapsed: started.elapsed(),
+        }
+    }
+}

@@ -1,0 +1,1305 @@
+//! ServerActor: one per configured server; owns its connection and drives its lifecycle (SPEC 4) as message-driven
+//! state transitions. Slow work (connect + discovery, calls, health checks, list refreshes, close) runs in spawned
+//! tasks that report back as messages; timers (idle, health, backoff, debounce) are messages to self guarded by a
+//! generation number, so a stale timer is ignored instead of cancelled racily. Nothing outside changes its state.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use pimcp_config::{Availability, Lifecycle, ServerConfig};
+use ractor::concurrency::JoinHandle;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use rmcp::RoleClient;
+use rmcp::model::{ClientRequest, PingRequest};
+use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::CacheEntry;
+use crate::call::{CallGuards, CallJob, CallReport, ToolOutput, run_call};
+use crate::catalog::{MetadataSource, ServerMetadata};
+use crate::context::Shared;
+use crate::error::{Error, ErrorCategory, Result};
+use crate::handler::{ListKind, RuntimeClient};
+use crate::policy::{ConnectBackoff, CrashLoopBreaker};
+use crate::router::RouterMsg;
+use crate::status::{ServerState, ServerStatus};
+use crate::transport::{self, ConnectError, ConnectSpec, Connection, Era, SessionResume};
+
+/// Messages of a [`ServerActor`]. External requests carry a `reply`; the rest are reports from its own tasks and
+/// timers, each tagged with the generation it belongs to.
+pub(crate) enum ServerMsg {
+    /// Run a tool call (connecting first if needed).
+    Call {
+        job: CallJob,
+        reply: oneshot::Sender<Result<ToolOutput>>,
+    },
+    /// Be connected with fresh metadata (lazy discovery for the router).
+    Ensure {
+        reply: oneshot::Sender<Result<()>>,
+    },
+    /// Explicit connect: closes the crash-loop breaker; `force` tears down a live connection first.
+    Connect {
+        force: bool,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    Disable {
+        reply: oneshot::Sender<()>,
+    },
+    Enable {
+        reply: oneshot::Sender<()>,
+    },
+    /// Close everything and stop accepting work; replies once the connection is closed.
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+    /// Wall clock jumped (sleep/wake): check a live connection now.
+    Revalidate,
+
+    Connected {
+        generation: u64,
+        result: std::result::Result<Box<Established>, ConnectFailure>,
+    },
+    CallDone {
+        generation: u64,
+        report: CallReport,
+    },
+    TransportClosed {
+        generation: u64,
+    },
+    IdleTimer {
+        idle_generation: u64,
+    },
+    HealthTick {
+        generation: u64,
+    },
+    HealthResult {
+        generation: u64,
+        outcome: HealthOutcome,
+        revalidation: bool,
+    },
+    BackoffElapsed {
+        generation: u64,
+    },
+    ListChanged {
+        generation: u64,
+        kind: ListKind,
+    },
+    RefreshLists {
+        generation: u64,
+    },
+    ListsRefreshed {
+        generation: u64,
+        result: std::result::Result<Box<Discovery>, String>,
+    },
+    Closed {
+        generation: u64,
+    },
+}
+
+pub(crate) struct Established {
+    conn: Connection<RuntimeClient>,
+    discovery: Discovery,
+}
+
+pub(crate) enum ConnectFailure {
+    Connect(ConnectError),
+    Discovery(String),
+}
+
+impl std::fmt::Display for ConnectFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectFailure::Connect(e) => write!(f, "{e}"),
+            ConnectFailure::Discovery(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Lists fetched from a server. `None` for resources/prompts: not advertised or listing failed (tolerated).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Discovery {
+    tools: Option<(Vec<rmcp::model::Tool>, Option<u64>)>,
+    resources: Option<Vec<rmcp::model::Resource>>,
+    prompts: Option<Vec<rmcp::model::Prompt>>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum HealthOutcome {
+    Healthy,
+    Failed(String),
+    TransportClosed,
+}
+
+enum Waiter {
+    Call(CallJob, oneshot::Sender<Result<ToolOutput>>),
+    Ready(oneshot::Sender<Result<()>>),
+}
+
+/// What to do once a deliberate close finishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterClose {
+    /// Back to `Cached` (idle close), unless work queued up meanwhile.
+    Cached,
+    /// Connect again (wedged, forced reconnect).
+    Reconnect,
+    /// Stay where we are (disable, shutdown).
+    Stay,
+}
+
+struct Live {
+    conn: Connection<RuntimeClient>,
+    peer: Peer<RoleClient>,
+    era: Era,
+    dead: CancellationToken,
+    watch_stop: CancellationToken,
+    connected_at: Instant,
+}
+
+pub(crate) struct ServerArgs {
+    pub cfg: ServerConfig,
+    pub shared: Arc<Shared>,
+    pub initial: Option<(ServerMetadata, MetadataSource)>,
+}
+
+pub(crate) struct ServerActorState {
+    cfg: ServerConfig,
+    shared: Arc<Shared>,
+    hash: String,
+    state: ServerState,
+    reason: Option<String>,
+    generation: u64,
+    live: Option<Live>,
+    connect_cancel: Option<CancellationToken>,
+    waiters: Vec<Waiter>,
+    in_flight: usize,
+    backoff: ConnectBackoff,
+    breaker: CrashLoopBreaker,
+    backoff_until: Option<Instant>,
+    idle_generation: u64,
+    idle_timer: Option<JoinHandle<std::result::Result<(), ractor::MessagingErr<ServerMsg>>>>,
+    health_failures: u32,
+    health_running: bool,
+    last_response: Option<Instant>,
+    ever_connected: bool,
+    metadata: Option<(ServerMetadata, MetadataSource)>,
+    resume: Option<SessionResume>,
+    refresh_dirty: Vec<ListKind>,
+    refresh_scheduled: bool,
+    refresh_running: bool,
+    draining: Option<(u64, AfterClose)>,
+    shutdown_replies: Vec<oneshot::Sender<()>>,
+    stopping: bool,
+    /// Cancelled on shutdown/disable: aborts in-flight calls and connect attempts.
+    stop: CancellationToken,
+    last_error: Option<(ErrorCategory, String)>,
+    pid: Option<u32>,
+}
+
+pub(crate) struct ServerActor;
+
+impl ServerActor {
+    fn keeps_alive(st: &ServerActorState) -> bool {
+        match st.cfg.lifecycle {
+            Lifecycle::KeepAlive => true,
+            Lifecycle::LazyKeepAlive => st.ever_connected,
+            Lifecycle::Lazy | Lifecycle::Eager => false,
+        }
+    }
+
+    fn idle_timeout(st: &ServerActorState) -> Option<Duration> {
+        match st.cfg.lifecycle {
+            Lifecycle::KeepAlive | Lifecycle::LazyKeepAlive => None,
+            Lifecycle::Lazy | Lifecycle::Eager => st.cfg.timeouts.idle.filter(|d| !d.is_zero()),
+        }
+    }
+
+    fn set_state(st: &mut ServerActorState, state: ServerState, reason: Option<String>) {
+        if st.state != state || st.reason != reason {
+            tracing::debug!(server = %st.cfg.name, from = st.state.name(), to = state.name(), reason = ?reason, "state transition");
+        }
+        st.state = state;
+        st.reason = reason;
+        Self::publish_status(st);
+    }
+
+    fn publish_status(st: &ServerActorState) {
+        let (tools, resources, prompts, source, protocol) = match &st.metadata {
+            Some((m, s)) => (
+                m.tools.len(),
+                m.resources.len(),
+                m.prompts.len(),
+                Some(*s),
+                m.protocol_version.clone(),
+            ),
+            None => (0, 0, 0, None, None),
+        };
+        let state = st.state.clone();
+        let reason = st.reason.clone();
+        let failures = u32::try_from(st.breaker.failures()).unwrap_or(u32::MAX);
+        let in_flight = st.in_flight;
+        let connected_at = st.live.as_ref().map(|l| l.connected_at);
+        let pid = st.pid;
+        let last_error = st.last_error.clone();
+        st.shared.board.update(&st.cfg.name, |s| {
+            s.state = state;
+            s.reason = reason;
+            s.tool_count = tools;
+            s.resource_count = resources;
+            s.prompt_count = prompts;
+            s.metadata = source;
+            s.protocol_version = protocol;
+            s.failures = failures;
+            s.in_flight = in_flight;
+            s.connected_at = connected_at;
+            s.pid = pid;
+            if let Some((cat, msg)) = last_error {
+                s.last_error_category = Some(cat);
+                s.last_error = Some(msg);
+            }
+        });
+    }
+
+    fn publish_metadata(st: &ServerActorState) {
+        if let Some(router) = st.shared.router() {
+            let _ = router.send_message(RouterMsg::Metadata {
+                server: st.cfg.name.clone(),
+                metadata: st.metadata.as_ref().map(|(m, s)| (Arc::new(m.clone()), *s)),
+            });
+        }
+    }
+
+    fn write_cache(st: &ServerActorState) {
+        let Some((meta, MetadataSource::Live)) = &st.metadata else {
+            return;
+        };
+        let cache = st.shared.cache.clone();
+        let entry = CacheEntry::new(st.hash.clone(), meta.clone(), SystemTime::now());
+        let name = st.cfg.name.clone();
+        let configured = st.shared.configured_names();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = cache.update(vec![(name, entry)], &[], Some(&configured)) {
+                tracing::warn!(error = %e, "could not write the metadata cache");
+            }
+        });
+    }
+
+    /// Refuses work in states that cannot serve it; `None` means "go ahead".
+    fn refusal(st: &ServerActorState) -> Option<Error> {
+        let server = st.cfg.name.clone();
+        if st.stopping || st.shared.is_shutting_down() {
+            return Some(Error::ShuttingDown);
+        }
+        match &st.state {
+            ServerState::Disabled => Some(Error::Disabled { server }),
+            ServerState::Untrusted => Some(match &st.cfg.availability {
+                Availability::Untrusted { trust_command, .. } => Error::Untrusted {
+                    server,
+                    trust_command: trust_command.clone(),
+                },
+                _ => Error::Untrusted {
+                    server,
+                    trust_command: "pimcp-run trust".into(),
+                },
+            }),
+            ServerState::ConfigError => Some(Error::Config {
+                server,
+                message: st.reason.clone().unwrap_or_else(|| "invalid configuration".into()),
+            }),
+            ServerState::NeedsAuth => Some(Error::NeedsAuth {
+                server,
+                detail: st
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| "the server requires authentication".into()),
+            }),
+            ServerState::Failed { reason } => Some(Error::CrashLoop {
+                server,
+                reason: reason.clone(),
+                failures: u32::try_from(st.breaker.failures()).unwrap_or(u32::MAX),
+            }),
+            ServerState::Backoff { .. } => {
+                let until = st.backoff_until?;
+                let now = Instant::now();
+                (until > now).then(|| Error::Backoff {
+                    server,
+                    reason: st.reason.clone().unwrap_or_else(|| "the last connect failed".into()),
+                    retry_in: until - now,
+                })
+            }
+            ServerState::Cached | ServerState::Connecting | ServerState::Ready | ServerState::Draining => None,
+        }
+    }
+
+    fn start_connect(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState) {
+        if st.connect_cancel.is_some() || st.live.is_some() || st.draining.is_some() || st.stopping {
+            return;
+        }
+        st.generation += 1;
+        let generation = st.generation;
+        let cancel = st.stop.child_token();
+        st.connect_cancel = Some(cancel.clone());
+        st.backoff_until = None;
+        Self::set_state(st, ServerState::Connecting, None);
+        let handler = RuntimeClient {
+            server: st.cfg.name.clone(),
+            generation,
+            actor: myself.clone(),
+            handlers: st.shared.handlers.clone(),
+            allow_sampling: st.shared.settings.sampling != Some(false),
+            allow_elicitation: st.shared.settings.elicitation != Some(false),
+        };
+        let era_hint = st
+            .metadata
+            .as_ref()
+            .and_then(|(m, _)| m.era.as_deref())
+            .and_then(parse_era);
+        let spec = ConnectSpec {
+            server: st.cfg.clone(),
+            project_dir: st.shared.project_dir.clone(),
+            http: st.shared.http.clone(),
+            era_hint,
+            process: st.shared.process.clone(),
+            cancel: cancel.clone(),
+            resume_session: st.resume.take(),
+            access_token: None,
+        };
+        let request_timeout = st.cfg.timeouts.request;
+        let grace = st.shared.tuning.close_grace;
+        let me = myself.clone();
+        tokio::spawn(async move {
+            let result = connect_and_discover(spec, handler, request_timeout, grace).await;
+            let _ = me.send_message(ServerMsg::Connected { generation, result });
+        });
+    }
+
+    fn on_connected(
+        myself: &ActorRef<ServerMsg>,
+        st: &mut ServerActorState,
+        generation: u64,
+        result: std::result::Result<Box<Established>, ConnectFailure>,
+    ) {
+        if generation != st.generation || st.connect_cancel.is_none() {
+            // Superseded (disabled, shut down): close whatever came up.
+            if let Ok(est) = result {
+                let grace = st.shared.tuning.close_grace;
+                tokio::spawn(async move {
+                    est.conn.close(grace).await;
+                });
+            }
+            return;
+        }
+        st.connect_cancel = None;
+        match result {
+            Ok(est) => {
+                let Established { conn, discovery } = *est;
+                let now = Instant::now();
+                st.breaker.record_up(now);
+                st.backoff.reset();
+                st.ever_connected = true;
+                st.health_failures = 0;
+                st.last_response = Some(now);
+                st.pid = conn.pid;
+                let mut meta = st.metadata.as_ref().map(|(m, _)| m.clone()).unwrap_or_default();
+                apply_discovery(&mut meta, discovery);
+                meta.instructions = conn.instructions.clone();
+                meta.protocol_version = Some(conn.protocol_version.clone());
+                meta.era = Some(era_name(conn.era).to_owned());
+                st.metadata = Some((meta, MetadataSource::Live));
+                let peer = conn.client.peer().clone();
+                let dead = CancellationToken::new();
+                let watch_stop = CancellationToken::new();
+                spawn_watcher(
+                    myself.clone(),
+                    generation,
+                    peer.clone(),
+                    dead.clone(),
+                    watch_stop.clone(),
+                    st.shared.tuning.transport_watch_interval,
+                );
+                st.live = Some(Live {
+                    era: conn.era,
+                    conn,
+                    peer,
+                    dead,
+                    watch_stop,
+                    connected_at: now,
+                });
+                Self::set_state(st, ServerState::Ready, None);
+                Self::publish_metadata(st);
+                Self::write_cache(st);
+                Self::serve_waiters(myself, st);
+                Self::arm_idle(myself, st);
+                Self::arm_health(myself, st);
+            }
+            Err(failure) => Self::on_connect_failed(myself, st, failure),
+        }
+    }
+
+    fn on_connect_failed(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, failure: ConnectFailure) {
+        let server = st.cfg.name.clone();
+        let message = failure.to_string();
+        tracing::info!(%server, error = %message, "connect failed");
+        if let Some((m, MetadataSource::Live)) = st.metadata.take() {
+            st.metadata = Some((m, MetadataSource::Cache));
+        }
+        match failure {
+            ConnectFailure::Connect(ConnectError::Cancelled { .. }) => {
+                let err = if st.stopping {
+                    Error::ShuttingDown
+                } else {
+                    Error::Connection { server, message }
+                };
+                Self::fail_waiters(st, err);
+                if !st.stopping && st.state == ServerState::Connecting {
+                    Self::set_state(st, ServerState::Cached, None);
+                }
+            }
+            ConnectFailure::Connect(ConnectError::NeedsAuth { .. }) => {
+                st.last_error = Some((ErrorCategory::NeedsAuth, message.clone()));
+                Self::set_state(st, ServerState::NeedsAuth, Some("needs auth".into()));
+                Self::fail_waiters(
+                    st,
+                    Error::NeedsAuth {
+                        server,
+                        detail: "the server answered 401".into(),
+                    },
+                );
+            }
+            ConnectFailure::Connect(ref e @ (ConnectError::Config { .. } | ConnectError::Secret { .. })) => {
+                let detail = strip_server_prefix(&e.to_string(), &server);
+                st.last_error = Some((ErrorCategory::Config, message.clone()));
+                Self::set_state(st, ServerState::ConfigError, Some(detail.clone()));
+                Self::fail_waiters(
+                    st,
+                    Error::Config {
+                        server,
+                        message: detail,
+                    },
+                );
+            }
+            _ => {
+                st.last_error = Some((ErrorCategory::Connection, message.clone()));
+                let short = short_reason(&message, &server);
+                if st.breaker.record_failure(Instant::now()) {
+                    let reason = format!("crash loop: {short}");
+                    Self::set_state(st, ServerState::Failed { reason: reason.clone() }, Some(reason.clone()));
+                    let failures = u32::try_from(st.breaker.failures()).unwrap_or(u32::MAX);
+                    Self::fail_waiters(
+                        st,
+                        Error::CrashLoop {
+                            server,
+                            reason,
+                            failures,
+                        },
+                    );
+                    return;
+                }
+                let (delay, attempt) = st.backoff.next_delay();
+                st.backoff_until = Some(Instant::now() + delay);
+                let generation = st.generation;
+                myself.send_after(delay, move || ServerMsg::BackoffElapsed { generation });
+                Self::set_state(
+                    st,
+                    ServerState::Backoff {
+                        until: SystemTime::now() + delay,
+                        attempt,
+                    },
+                    Some(short.clone()),
+                );
+                Self::fail_waiters(
+                    st,
+                    Error::Connection {
+                        server,
+                        message: format!(
+                            "{message}; next connect attempt in {}",
+                            crate::error::fmt_duration(delay)
+                        ),
+                    },
+                );
+            }
+        }
+        Self::publish_metadata(st);
+    }
+
+    fn fail_waiters(st: &mut ServerActorState, err: Error) {
+        for w in st.waiters.drain(..) {
+            match w {
+                Waiter::Call(_, reply) => {
+                    let _ = reply.send(Err(err.clone()));
+                }
+                Waiter::Ready(reply) => {
+                    let _ = reply.send(Err(err.clone()));
+                }
+            }
+        }
+    }
+
+    fn serve_waiters(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState) {
+        let waiters = std::mem::take(&mut st.waiters);
+        for w in waiters {
+            match w {
+                Waiter::Call(job, reply) => Self::dispatch_call(myself, st, job, reply),
+                Waiter::Ready(reply) => {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+        }
+    }
+
+    fn dispatch_call(
+        myself: &ActorRef<ServerMsg>,
+        st: &mut ServerActorState,
+        job: CallJob,
+        reply: oneshot::Sender<Result<ToolOutput>>,
+    ) {
+        let Some(live) = &st.live else {
+            st.waiters.push(Waiter::Call(job, reply));
+            return;
+        };
+        st.in_flight += 1;
+        st.idle_generation += 1;
+        if let Some(t) = st.idle_timer.take() {
+            t.abort();
+        }
+        let peer = live.peer.clone();
+        let guards = CallGuards {
+            dead: live.dead.clone(),
+            stop: st.stop.clone(),
+        };
+        let timeout = st.cfg.timeouts.tool;
+        let delays = st.shared.tuning.call_retry_delays.clone();
+        let generation = st.generation;
+        let me = myself.clone();
+        tokio::spawn(async move {
+            let (result, report) = run_call(peer, job, timeout, &delays, guards).await;
+            let _ = reply.send(result);
+            let _ = me.send_message(ServerMsg::CallDone { generation, report });
+        });
+        Self::publish_status(st);
+    }
+
+    fn arm_idle(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState) {
+        if st.in_flight > 0 || st.live.is_none() {
+            return;
+        }
+        let Some(idle) = Self::idle_timeout(st) else { return };
+        st.idle_generation += 1;
+        let idle_generation = st.idle_generation;
+        if let Some(t) = st.idle_timer.take() {
+            t.abort();
+        }
+        st.idle_timer = Some(myself.send_after(idle, move || ServerMsg::IdleTimer { idle_generation }));
+    }
+
+    fn arm_health(myself: &ActorRef<ServerMsg>, st: &ServerActorState) {
+        if st.live.is_none() || !Self::keeps_alive(st) {
+            return;
+        }
+        let generation = st.generation;
+        myself.send_after(st.shared.settings.health_interval, move || ServerMsg::HealthTick {
+            generation,
+        });
+    }
+
+    fn run_health_check(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, revalidation: bool) {
+        let Some(live) = &st.live else { return };
+        if st.health_running {
+            return;
+        }
+        st.health_running = true;
+        let peer = live.peer.clone();
+        let era = live.era;
+        let cap = st.shared.tuning.health_timeout;
+        let generation = st.generation;
+        let me = myself.clone();
+        tokio::spawn(async move {
+            let outcome = health_check(&peer, era, cap).await;
+            let _ = me.send_message(ServerMsg::HealthResult {
+                generation,
+                outcome,
+                revalidation,
+            });
+        });
+    }
+
+    /// Takes the live connection down deliberately and closes it in a task; `Closed` follows.
+    fn teardown(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, after: AfterClose, reason: Option<String>) {
+        let Some(live) = st.live.take() else { return };
+        live.watch_stop.cancel();
+        if let Some(t) = st.idle_timer.take() {
+            t.abort();
+        }
+        st.pid = None;
+        if let Some((m, MetadataSource::Live)) = st.metadata.take() {
+            st.metadata = Some((m, MetadataSource::Cache));
+        }
+        let generation = st.generation;
+        st.draining = Some((generation, after));
+        Self::set_state(st, ServerState::Draining, reason);
+        Self::publish_metadata(st);
+        let grace = st.shared.tuning.close_grace;
+        let me = myself.clone();
+        tokio::spawn(async move {
+            live.conn.close(grace).await;
+            let _ = me.send_message(ServerMsg::Closed { generation });
+        });
+    }
+
+    /// The transport died on its own (crash, network): count it, then respawn or fall back to `Cached`.
+    fn on_transport_death(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, why: &str) {
+        let Some(live) = st.live.take() else { return };
+        live.watch_stop.cancel();
+        live.dead.cancel();
+        if let Some(t) = st.idle_timer.take() {
+            t.abort();
+        }
+        st.pid = None;
+        if let Some((m, MetadataSource::Live)) = st.metadata.take() {
+            st.metadata = Some((m, MetadataSource::Cache));
+        }
+        let stderr = live.conn.stderr.snapshot();
+        let last_line = stderr.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_owned);
+        let reason = match last_line {
+            Some(l) => format!("{why}; stderr: {}", truncate(&l, 200)),
+            None => why.to_owned(),
+        };
+        tracing::info!(server = %st.cfg.name, %reason, "connection lost");
+        st.last_error = Some((ErrorCategory::Connection, reason.clone()));
+        // Keep the HTTP session so the reconnect can re-adopt it (SPEC 4); stdio children are killed.
+        st.resume = live.conn.resume_token();
+        tokio::spawn(async move {
+            let _ = live.conn.abandon().await;
+        });
+        Self::publish_metadata(st);
+        if st.breaker.record_failure(Instant::now()) {
+            let r = format!("crash loop: {reason}");
+            Self::set_state(st, ServerState::Failed { reason: r.clone() }, Some(r.clone()));
+            let failures = u32::try_from(st.breaker.failures()).unwrap_or(u32::MAX);
+            let server = st.cfg.name.clone();
+            Self::fail_waiters(
+                st,
+                Error::CrashLoop {
+                    server,
+                    reason: r,
+                    failures,
+                },
+            );
+            return;
+        }
+        if Self::keeps_alive(st) || !st.waiters.is_empty() {
+            Self::set_state(st, ServerState::Cached, Some(reason));
+            Self::start_connect(myself, st);
+        } else {
+            Self::set_state(st, ServerState::Cached, Some(reason));
+        }
+    }
+
+    fn handle_msg(myself: &ActorRef<ServerMsg>, msg: ServerMsg, st: &mut ServerActorState) {
+        match msg {
+            ServerMsg::Call { job, reply } => {
+                if let Some(err) = Self::refusal(st) {
+                    let _ = reply.send(Err(err));
+                    return;
+                }
+                if st.live.is_some() {
+                    Self::dispatch_call(myself, st, job, reply);
+                } else {
+                    st.waiters.push(Waiter::Call(job, reply));
+                    Self::start_connect(myself, st);
+                }
+            }
+            ServerMsg::Ensure { reply } => {
+                if let Some(err) = Self::refusal(st) {
+                    let _ = reply.send(Err(err));
+                    return;
+                }
+                if st.live.is_some() {
+                    let _ = reply.send(Ok(()));
+                } else {
+                    st.waiters.push(Waiter::Ready(reply));
+                    Self::start_connect(myself, st);
+                }
+            }
+            ServerMsg::Connect { force, reply } => {
+                if st.stopping {
+                    let _ = reply.send(Err(Error::ShuttingDown));
+                    return;
+                }
+                match st.state {
+                    ServerState::Disabled | ServerState::Untrusted | ServerState::ConfigError => {
+                        let _ = reply.send(Err(Self::refusal(st).unwrap_or(Error::Disabled {
+                            server: st.cfg.name.clone(),
+                        })));
+                        return;
+                    }
+                    _ => {}
+                }
+                st.breaker.reset();
+                st.backoff.reset();
+                st.backoff_until = None;
+                if matches!(
+                    st.state,
+                    ServerState::Failed { .. } | ServerState::Backoff { .. } | ServerState::NeedsAuth
+                ) {
+                    Self::set_state(st, ServerState::Cached, None);
+                }
+                st.waiters.push(Waiter::Ready(reply));
+                if st.live.is_some() {
+                    if force {
+                        Self::teardown(myself, st, AfterClose::Reconnect, Some("reconnecting".into()));
+                    } else {
+                        Self::serve_waiters(myself, st);
+                    }
+                } else {
+                    Self::start_connect(myself, st);
+                }
+            }
+            ServerMsg::Disable { reply } => {
+                Self::go_quiet(
+                    myself,
+                    st,
+                    Error::Disabled {
+                        server: st.cfg.name.clone(),
+                    },
+                );
+                Self::set_state(st, ServerState::Disabled, Some("disabled".into()));
+                let _ = reply.send(());
+            }
+            ServerMsg::Enable { reply } => {
+                if st.state == ServerState::Disabled {
+                    st.stop = st.shared.root.child_token();
+                    st.breaker.reset();
+                    st.backoff.reset();
+                    Self::set_state(st, initial_state(&st.cfg), None);
+                    if st.state == ServerState::Cached
+                        && matches!(st.cfg.lifecycle, Lifecycle::Eager | Lifecycle::KeepAlive)
+                    {
+                        Self::start_connect(myself, st);
+                    }
+                }
+                let _ = reply.send(());
+            }
+            ServerMsg::Shutdown { reply } => {
+                st.stopping = true;
+                Self::go_quiet(myself, st, Error::ShuttingDown);
+                if st.draining.is_some() {
+                    st.shutdown_replies.push(reply);
+                } else {
+                    let _ = reply.send(());
+                }
+            }
+            ServerMsg::Revalidate => {
+                if st.live.is_some() {
+                    Self::run_health_check(myself, st, true);
+                }
+            }
+            ServerMsg::Connected { generation, result } => Self::on_connected(myself, st, generation, result),
+            ServerMsg::CallDone { generation, report } => {
+                st.in_flight = st.in_flight.saturating_sub(1);
+                if report.responded {
+                    st.last_response = Some(Instant::now());
+                }
+                if report.transport_dead && generation == st.generation && st.live.is_some() {
+                    Self::on_transport_death(myself, st, "the connection closed during a call");
+                }
+                Self::arm_idle(myself, st);
+                Self::publish_status(st);
+            }
+            ServerMsg::TransportClosed { generation } => {
+                if generation == st.generation && st.live.is_some() {
+                    Self::on_transport_death(myself, st, "the server exited");
+                }
+            }
+            ServerMsg::IdleTimer { idle_generation } => {
+                if idle_generation == st.idle_generation
+                    && st.in_flight == 0
+                    && st.waiters.is_empty()
+                    && st.live.is_some()
+                {
+                    Self::teardown(myself, st, AfterClose::Cached, Some("idle".into()));
+                }
+            }
+            ServerMsg::HealthTick { generation } => {
+                if generation != st.generation || st.live.is_none() {
+                    return;
+                }
+                Self::arm_health(myself, st);
+                let interval = st.shared.settings.health_interval;
+                let recently_answered = st.last_response.is_some_and(|t| t.elapsed() < interval) && st.in_flight > 0;
+                if recently_answered {
+                    // Busy and answering: not wedged, no extra request needed.
+                    st.health_failures = 0;
+                    return;
+                }
+                Self::run_health_check(myself, st, false);
+            }
+            ServerMsg::HealthResult {
+                generation,
+                outcome,
+                revalidation,
+            } => {
+                st.health_running = false;
+                if generation != st.generation || st.live.is_none() {
+                    return;
+                }
+                match outcome {
+                    HealthOutcome::Healthy => {
+                        st.health_failures = 0;
+                        st.last_response = Some(Instant::now());
+                    }
+                    HealthOutcome::TransportClosed => {
+                        Self::on_transport_death(myself, st, "the connection closed (health check)")
+                    }
+                    HealthOutcome::Failed(why) => {
+                        // A server that answered a call since the check started is busy, not wedged.
+                        let cap = st.shared.tuning.health_timeout;
+                        if st.last_response.is_some_and(|t| t.elapsed() < cap) {
+                            return;
+                        }
+                        st.health_failures += 1;
+                        tracing::info!(server = %st.cfg.name, failures = st.health_failures, error = %why, "health check failed");
+                        if revalidation || st.health_failures >= st.shared.tuning.health_failures {
+                            st.health_failures = 0;
+                            let reason = if revalidation {
+                                format!("revalidation after a clock jump failed: {why}")
+                            } else {
+                                format!(
+                                    "wedged: {} health checks failed ({why})",
+                                    st.shared.tuning.health_failures
+                                )
+                            };
+                            st.last_error = Some((ErrorCategory::Connection, reason.clone()));
+                            let after = if Self::keeps_alive(st) {
+                                AfterClose::Reconnect
+                            } else {
+                                AfterClose::Cached
+                            };
+                            Self::teardown(myself, st, after, Some(reason));
+                        }
+                    }
+                }
+            }
+            ServerMsg::BackoffElapsed { generation } => {
+                if generation != st.generation || !matches!(st.state, ServerState::Backoff { .. }) {
+                    return;
+                }
+                st.backoff_until = None;
+                let reason = st.reason.clone();
+                if Self::keeps_alive(st) || matches!(st.cfg.lifecycle, Lifecycle::Eager | Lifecycle::KeepAlive) {
+                    Self::start_connect(myself, st);
+                } else {
+                    Self::set_state(st, ServerState::Cached, reason);
+                }
+            }
+            ServerMsg::ListChanged { generation, kind } => {
+                if generation != st.generation || st.live.is_none() {
+                    return;
+                }
+                if !st.refresh_dirty.contains(&kind) {
+                    st.refresh_dirty.push(kind);
+                }
+                Self::schedule_refresh(myself, st);
+            }
+            ServerMsg::RefreshLists { generation } => {
+                st.refresh_scheduled = false;
+                if generation != st.generation || st.refresh_running {
+                    return;
+                }
+                let Some(live) = &st.live else { return };
+                let kinds = std::mem::take(&mut st.refresh_dirty);
+                if kinds.is_empty() {
+                    return;
+                }
+                st.refresh_running = true;
+                let peer = live.peer.clone();
+                let caps = live.conn.capabilities.clone();
+                let timeout = st.cfg.timeouts.request;
+                let me = myself.clone();
+                tokio::spawn(async move {
+                    let result = match tokio::time::timeout(timeout, discover(&peer, &caps, &kinds)).await {
+                        Ok(r) => r.map(Box::new),
+                        Err(_) => Err(format!(
+                            "refreshing lists took longer than {}",
+                            crate::error::fmt_duration(timeout)
+                        )),
+                    };
+                    let _ = me.send_message(ServerMsg::ListsRefreshed { generation, result });
+                });
+            }
+            ServerMsg::ListsRefreshed { generation, result } => {
+                st.refresh_running = false;
+                if generation != st.generation || st.live.is_none() {
+                    return;
+                }
+                match result {
+                    Ok(d) => {
+                        if let Some((meta, _)) = &mut st.metadata {
+                            apply_discovery(meta, *d);
+                        }
+                        Self::publish_metadata(st);
+                        Self::write_cache(st);
+                        Self::publish_status(st);
+                    }
+                    Err(e) => tracing::info!(server = %st.cfg.name, error = %e, "refresh after list_changed failed"),
+                }
+                if !st.refresh_dirty.is_empty() {
+                    Self::schedule_refresh(myself, st);
+                }
+            }
+            ServerMsg::Closed { generation } => {
+                let Some((g, after)) = st.draining else { return };
+                if g != generation {
+                    return;
+                }
+                st.draining = None;
+                for r in st.shutdown_replies.drain(..) {
+                    let _ = r.send(());
+                }
+                if st.stopping || st.state == ServerState::Disabled {
+                    return;
+                }
+                match after {
+                    AfterClose::Reconnect => {
+                        Self::set_state(st, ServerState::Cached, st.reason.clone());
+                        Self::start_connect(myself, st);
+                    }
+                    AfterClose::Cached | AfterClose::Stay => {
+                        let reason = st.reason.clone();
+                        Self::set_state(st, ServerState::Cached, reason);
+                        if !st.waiters.is_empty() {
+                            Self::start_connect(myself, st);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn schedule_refresh(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState) {
+        if st.refresh_scheduled || st.refresh_running {
+            return;
+        }
+        st.refresh_scheduled = true;
+        let generation = st.generation;
+        let debounce = st
+            .shared
+            .tuning
+            .list_changed_debounce
+            .max(crate::policy::Tuning::MIN_LIST_CHANGED_DEBOUNCE);
+        myself.send_after(debounce, move || ServerMsg::RefreshLists { generation });
+    }
+
+    /// Stops everything in flight (disable, shutdown): cancels connect attempts and calls, closes the connection.
+    fn go_quiet(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, err: Error) {
+        st.stop.cancel();
+        st.generation += 1;
+        if let Some(c) = st.connect_cancel.take() {
+            c.cancel();
+        }
+        Self::fail_waiters(st, err);
+        if st.live.is_some() {
+            // teardown uses the current generation for its Closed message.
+            Self::teardown(myself, st, AfterClose::Stay, st.reason.clone());
+        }
+    }
+}
+
+impl Actor for ServerActor {
+    type Msg = ServerMsg;
+    type State = ServerActorState;
+    type Arguments = ServerArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<ServerMsg>,
+        args: ServerArgs,
+    ) -> std::result::Result<ServerActorState, ActorProcessingErr> {
+        let ServerArgs { cfg, shared, initial } = args;
+        let tuning = &shared.tuning;
+        let state = initial_state(&cfg);
+        let reason = match &cfg.availability {
+            Availability::ConfigError { message } => Some(message.clone()),
+            Availability::Untrusted { trust_command, .. } => Some(format!("untrusted; run `{trust_command}`")),
+            Availability::Disabled => Some("disabled".into()),
+            Availability::Available => None,
+        };
+        let st = ServerActorState {
+            hash: pimcp_config::identity_hash(&cfg),
+            backoff: ConnectBackoff::new(tuning.connect_backoff_min, tuning.connect_backoff_max),
+            breaker: CrashLoopBreaker::new(
+                tuning.breaker_failures,
+                tuning.breaker_window,
+                tuning.breaker_stable_after,
+            ),
+            stop: shared.root.child_token(),
+            cfg,
+            shared,
+            state,
+            reason,
+            generation: 0,
+            live: None,
+            connect_cancel: None,
+            waiters: Vec::new(),
+            in_flight: 0,
+            backoff_until: None,
+            idle_generation: 0,
+            idle_timer: None,
+            health_failures: 0,
+            health_running: false,
+            last_response: None,
+            ever_connected: false,
+            metadata: initial,
+            resume: None,
+            refresh_dirty: Vec::new(),
+            refresh_scheduled: false,
+            refresh_running: false,
+            draining: None,
+            shutdown_replies: Vec::new(),
+            stopping: false,
+            last_error: None,
+            pid: None,
+        };
+        let mut status = ServerStatus::new(&st.cfg.name, st.state.clone(), lifecycle_name(st.cfg.lifecycle));
+        status.reason = st.reason.clone();
+        st.shared.board.insert(status);
+        Self::publish_status(&st);
+        Ok(st)
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<ServerMsg>,
+        st: &mut ServerActorState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        if st.state != ServerState::Cached {
+            return Ok(());
+        }
+        let warm = st.shared.settings.warm_cache && st.metadata.is_none();
+        if matches!(st.cfg.lifecycle, Lifecycle::Eager | Lifecycle::KeepAlive) || warm {
+            Self::start_connect(&myself, st);
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<ServerMsg>,
+        msg: ServerMsg,
+        st: &mut ServerActorState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        Self::handle_msg(&myself, msg, st);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<ServerMsg>,
+        st: &mut ServerActorState,
+    ) -> std::result::Result<(), ActorProcessingErr> {
+        st.stop.cancel();
+        if let Some(c) = st.connect_cancel.take() {
+            c.cancel();
+        }
+        if let Some(t) = st.idle_timer.take() {
+            t.abort();
+        }
+        Self::fail_waiters(st, Error::ShuttingDown);
+        if let Some(live) = st.live.take() {
+            live.watch_stop.cancel();
+            live.conn.close(st.shared.tuning.close_grace).await;
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn initial_state(cfg: &ServerConfig) -> ServerState {
+    match &cfg.availability {
+        Availability::Available => ServerState::Cached,
+        Availability::Disabled => ServerState::Disabled,
+        Availability::Untrusted { .. } => ServerState::Untrusted,
+        Availability::ConfigError { .. } => ServerState::ConfigError,
+    }
+}
+
+pub(crate) fn lifecycle_name(l: Lifecycle) -> &'static str {
+    match l {
+        Lifecycle::Lazy => "lazy",
+        Lifecycle::Eager => "eager",
+        Lifecycle::KeepAlive => "keep-alive",
+        Lifecycle::LazyKeepAlive => "lazy-keep-alive",
+    }
+}
+
+fn era_name(era: Era) -> &'static str {
+    match era {
+        Era::Legacy => "legacy",
+        Era::Stateless => "stateless",
+    }
+}
+
+fn parse_era(s: &str) -> Option<Era> {
+    match s {
+        "legacy" => Some(Era::Legacy),
+        "stateless" => Some(Era::Stateless),
+        _ => None,
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+fn strip_server_prefix(message: &str, server: &str) -> String {
+    message
+        .strip_prefix(&format!("server `{server}`: "))
+        .unwrap_or(message)
+        .to_owned()
+}
+
+/// The first line of a connect error without the `server \`x\`` preamble, for status reasons.
+fn short_reason(message: &str, server: &str) -> String {
+    let first = message.lines().next().unwrap_or(message);
+    let first = first.strip_prefix(&format!("server `{server}` ")).unwrap_or(first);
+    truncate(&strip_server_prefix(first, server), 300)
+}
+
+fn apply_discovery(meta: &mut ServerMetadata, d: Discovery) {
+    if let Some((tools, ttl)) = d.tools {
+        meta.tools = tools;
+        meta.ttl_ms = ttl;
+    }
+    if let Some(r) = d.resources {
+        meta.resources = r;
+    }
+    if let Some(p) = d.prompts {
+        meta.prompts = p;
+    }
+}
+
+/// Lists tools (all pages; failure fails), and resources/prompts when advertised (failure tolerated).
+async fn discover(
+    peer: &Peer<RoleClient>,
+    caps: &rmcp::model::ServerCapabilities,
+    kinds: &[ListKind],
+) -> std::result::Result<Discovery, String> {
+    let mut d = Discovery::default();
+    if kinds.contains(&ListKind::Tools) {
+        let merged = peer
+            .list_all_tools_with_cache_hint()
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        d.tools = Some((merged.items, merged.ttl_ms));
+    }
+    if kinds.contains(&ListKind::Resources) && caps.resources.is_some() {
+        match peer.list_all_resources().await {
+            Ok(r) => d.resources = Some(r),
+            Err(e) => tracing::info!(error = %e, "resources/list failed (tolerated)"),
+        }
+    }
+    if kinds.contains(&ListKind::Prompts) && caps.prompts.is_some() {
+        match peer.list_all_prompts().await {
+            Ok(p) => d.prompts = Some(p),
+            Err(e) => tracing::info!(error = %e, "prompts/list failed (tolerated)"),
+        }
+    }
+    Ok(d)
+}
+
+async fn connect_and_discover(
+    spec: ConnectSpec,
+    handler: RuntimeClient,
+    request_timeout: Duration,
+    grace: Duration,
+) -> std::result::Result<Box<Established>, ConnectFailure> {
+    let server = spec.server.name.clone();
+    let cancel = spec.cancel.clone();
+    let conn = transport::connect(spec, handler)
+        .await
+        .map_err(ConnectFailure::Connect)?;
+    let peer = conn.client.peer().clone();
+    let all = [ListKind::Tools, ListKind::Resources, ListKind::Prompts];
+    let outcome = tokio::select! {
+        r = tokio::time::timeout(request_timeout, discover(&peer, &conn.capabilities, &all)) => Some(r),
+        _ = cancel.cancelled() => None,
+    };
+    match outcome {
+        Some(Ok(Ok(discovery))) => Ok(Box::new(Established { conn, discovery })),
+        Some(Ok(Err(e))) => {
+            conn.close(grace).await;
+            Err(ConnectFailure::Discovery(format!("server `{server}`: {e}")))
+        }
+        Some(Err(_)) => {
+            conn.close(grace).await;
+            Err(ConnectFailure::Discovery(format!(
+                "server `{server}` did not finish discovery within {}",
+                crate::error::fmt_duration(request_timeout)
+            )))
+        }
+        None => {
+            conn.close(grace).await;
+            Err(ConnectFailure::Connect(ConnectError::Cancelled { server }))
+        }
+    }
+}
+
+/// Watches a live connection for transport death without blocking the actor.
+fn spawn_watcher(
+    me: ActorRef<ServerMsg>,
+    generation: u64,
+    peer: Peer<RoleClient>,
+    dead: CancellationToken,
+    stop: CancellationToken,
+    interval: Duration,
+) {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(interval) => {
+                    if peer.is_transport_closed() {
+                        dead.cancel();
+                        let _ = me.send_message(ServerMsg::TransportClosed { generation });
+                        return;
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// `ping` for initialize-era servers; `tools/list` (honouring its ttl) for 2026-07-28 servers. Capped.
+async fn health_check(peer: &Peer<RoleClient>, era: Era, cap: Duration) -> HealthOutcome {
+    let result = match era {
+        Era::Legacy => {
+            let sent = peer
+                .send_request_with_option(
+                    ClientRequest::PingRequest(PingRequest::default()),
+                    PeerRequestOptions::with_timeout(cap),
+                )
+                .await;
+            match sent {
+                Ok(handle) => handle.await_response().await.map(|_| ()),
+                Err(e) => Err(e),
+            }
+        }
+        Era::Stateless => match tokio::time::timeout(cap, peer.list_tools(None)).await {
+            Ok(r) => r.map(|_| ()),
+            Err(_) => Err(ServiceError::Timeout { timeout: cap }),
+        },
+    };
+    match result {
+        Ok(()) => HealthOutcome::Healthy,
+        // An error answer still proves the server is alive and reading.
+        Err(ServiceError::McpError(_)) => HealthOutcome::Healthy,
+        Err(ServiceError::TransportClosed) => HealthOutcome::TransportClosed,
+        Err(e) => HealthOutcome::Failed(e.to_string()),
+    }
+}

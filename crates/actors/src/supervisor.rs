@@ -1,0 +1,239 @@
+//! SupervisorActor: spawns the RouterActor and one ServerActor per configured server (room for an AuthActor),
+//! linked so their failures arrive here. ractor's default would stop the supervisor on a child failure; instead a
+//! failed child is restarted after a jittered exponential delay (backon), and a child that keeps failing trips a
+//! crash-loop breaker and is left down with its status saying why. It also watches the wall clock for sleep/wake.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use pimcp_config::Config;
+use ractor::concurrency::JoinHandle;
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::sync::watch;
+
+use crate::catalog::{Catalog, MetadataSource, ServerMetadata};
+use crate::context::Shared;
+use crate::policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker};
+use crate::router::{RouterActor, RouterArgs};
+use crate::server::{ServerActor, ServerArgs, ServerMsg};
+use crate::status::ServerState;
+
+pub(crate) enum SupMsg {
+    /// Respawn a crashed ServerActor (sent to self after the restart delay).
+    RestartServer {
+        server: String,
+    },
+    RestartRouter,
+    /// Periodic wall-clock check.
+    ClockTick,
+}
+
+pub(crate) struct SupArgs {
+    pub config: Arc<Config>,
+    pub shared: Arc<Shared>,
+    pub initial: BTreeMap<String, (ServerMetadata, MetadataSource)>,
+    pub catalog_tx: watch::Sender<Arc<Catalog>>,
+}
+
+enum Child {
+    Server(String),
+    Router,
+}
+
+struct Restarts {
+    backoff: ConnectBackoff,
+    breaker: CrashLoopBreaker,
+}
+
+pub(crate) struct SupState {
+    config: Arc<Config>,
+    shared: Arc<Shared>,
+    catalog_tx: watch::Sender<Arc<Catalog>>,
+    children: HashMap<ActorId, Child>,
+    restarts: HashMap<String, Restarts>,
+    clock: ClockWatch,
+    clock_timer: Option<JoinHandle<()>>,
+}
+
+pub(crate) struct SupervisorActor;
+
+impl SupervisorActor {
+    async fn spawn_server(
+        myself: &ActorRef<SupMsg>,
+        st: &mut SupState,
+        server: &str,
+        initial: Option<(ServerMetadata, MetadataSource)>,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(cfg) = st.config.server(server).cloned() else {
+            return Ok(());
+        };
+        let args = ServerArgs {
+            cfg,
+            shared: st.shared.clone(),
+            initial,
+        };
+        let (actor, _join) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
+        st.children.insert(actor.get_id(), Child::Server(server.to_owned()));
+        st.shared.registry.insert(server.to_owned(), actor);
+        Ok(())
+    }
+
+    async fn spawn_router(myself: &ActorRef<SupMsg>, st: &mut SupState) -> Result<(), ActorProcessingErr> {
+        let known = st.shared.known_metadata();
+        let args = RouterArgs {
+            config: st.config.clone(),
+            known,
+            catalog_tx: st.catalog_tx.clone(),
+            shared: st.shared.clone(),
+        };
+        let (router, _join) = Actor::spawn_linked(None, RouterActor, args, myself.get_cell()).await?;
+        st.children.insert(router.get_id(), Child::Router);
+        st.shared.set_router(router);
+        Ok(())
+    }
+
+    fn on_child_down(myself: &ActorRef<SupMsg>, st: &mut SupState, cell: &ActorCell, why: String) {
+        let Some(child) = st.children.remove(&cell.get_id()) else {
+            return;
+        };
+        if st.shared.is_shutting_down() {
+            return;
+        }
+        match child {
+            Child::Router => {
+                tracing::error!(error = %why, "router actor failed; restarting");
+                myself.send_after(std::time::Duration::from_millis(10), || SupMsg::RestartRouter);
+            }
+            Child::Server(name) => {
+                let tuning = &st.shared.tuning;
+                let r = st.restarts.entry(name.clone()).or_insert_with(|| Restarts {
+                    backoff: ConnectBackoff::new(tuning.connect_backoff_min, tuning.connect_backoff_max),
+                    breaker: CrashLoopBreaker::new(
+                        tuning.actor_restart_budget,
+                        tuning.breaker_window,
+                        tuning.breaker_stable_after,
+                    ),
+                });
+                if r.breaker.record_failure(Instant::now()) {
+                    tracing::error!(server = %name, error = %why, "server actor keeps failing; giving up");
+                    let reason = format!("crash loop: the server actor failed repeatedly ({why})");
+                    st.shared.board.update(&name, |s| {
+                        s.state = ServerState::Failed { reason: reason.clone() };
+                        s.reason = Some(reason);
+                        s.connected_at = None;
+                        s.in_flight = 0;
+                    });
+                    st.shared.registry.remove(&name);
+                    return;
+                }
+                let (delay, _) = r.backoff.next_delay();
+                tracing::warn!(server = %name, error = %why, delay_ms = delay.as_millis() as u64, "server actor failed; restarting");
+                myself.send_after(delay, move || SupMsg::RestartServer { server: name });
+            }
+        }
+    }
+}
+
+impl Actor for SupervisorActor {
+    type Msg = SupMsg;
+    type State = SupState;
+    type Arguments = SupArgs;
+
+    async fn pre_start(&self, myself: ActorRef<SupMsg>, args: SupArgs) -> Result<SupState, ActorProcessingErr> {
+        let SupArgs {
+            config,
+            shared,
+            initial,
+            catalog_tx,
+        } = args;
+        shared.set_known(
+            initial
+                .iter()
+                .map(|(k, (m, s))| (k.clone(), (Arc::new(m.clone()), *s)))
+                .collect(),
+        );
+        let mut st = SupState {
+            config,
+            shared,
+            catalog_tx,
+            children: HashMap::new(),
+            restarts: HashMap::new(),
+            clock: ClockWatch::new(SystemTime::now(), Instant::now()),
+            clock_timer: None,
+        };
+        Self::spawn_router(&myself, &mut st).await?;
+        let names: Vec<String> = st.config.servers.iter().map(|s| s.name.clone()).collect();
+        for name in names {
+            let init = initial.get(&name).cloned();
+            Self::spawn_server(&myself, &mut st, &name, init).await?;
+        }
+        let interval = st.shared.settings.health_interval;
+        st.clock_timer = Some(myself.send_interval(interval, || SupMsg::ClockTick));
+        Ok(st)
+    }
+
+    async fn post_stop(&self, _myself: ActorRef<SupMsg>, st: &mut SupState) -> Result<(), ActorProcessingErr> {
+        if let Some(t) = st.clock_timer.take() {
+            t.abort();
+        }
+        Ok(())
+    }
+
+    async fn handle(&self, myself: ActorRef<SupMsg>, msg: SupMsg, st: &mut SupState) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupMsg::RestartServer { server } => {
+                if st.shared.is_shutting_down() {
+                    return Ok(());
+                }
+                let initial = st.shared.known_metadata().get(&server).map(|(m, s)| {
+                    let src = if *s == MetadataSource::Live {
+                        MetadataSource::Cache
+                    } else {
+                        *s
+                    };
+                    (m.as_ref().clone(), src)
+                });
+                if let Err(e) = Self::spawn_server(&myself, st, &server, initial).await {
+                    tracing::error!(%server, error = %e, "could not respawn the server actor");
+                }
+            }
+            SupMsg::RestartRouter => {
+                if !st.shared.is_shutting_down() {
+                    Self::spawn_router(&myself, st).await?;
+                }
+            }
+            SupMsg::ClockTick => {
+                let threshold = st.shared.settings.health_interval;
+                if st.clock.jumped(SystemTime::now(), Instant::now(), threshold) {
+                    tracing::info!("wall clock jumped (sleep/wake?); revalidating connected servers");
+                    for entry in st.shared.registry.iter() {
+                        let _ = entry.value().send_message(ServerMsg::Revalidate);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<SupMsg>,
+        evt: SupervisionEvent,
+        st: &mut SupState,
+    ) -> Result<(), ActorProcessingErr> {
+        match evt {
+            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {}
+            SupervisionEvent::ActorFailed(cell, err) => Self::on_child_down(&myself, st, &cell, err.to_string()),
+            SupervisionEvent::ActorTerminated(cell, _state, reason) => {
+                // A normal stop is deliberate (shutdown, removal) unless we did not ask for it.
+                if st.shared.is_shutting_down() {
+                    st.children.remove(&cell.get_id());
+                } else {
+                    Self::on_child_down(&myself, st, &cell, reason.unwrap_or_else(|| "stopped".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
