@@ -1,14 +1,55 @@
-//! pimcp configuration: the typed model, JSONC parsing, and (in sibling modules) discovery, merge, interpolation,
-//! `!command` secrets, host imports, project trust, Agent Plugins and the JSON Schema.
+//! pimcp configuration: discovery of the config sources, JSONC parsing, the typed model, per-field merge with
+//! provenance, interpolation, `!command` secrets (resolved only on demand), host imports, project trust, Agent
+//! Plugins, the JSON Schema, and minimal atomic edits for the CLI.
+//!
+//! ```no_run
+//! use pimcp_config::{LoadOptions, load};
+//!
+//! let config = load(&LoadOptions::from_process(".", None));
+//! for problem in &config.problems {
+//!     eprintln!("{problem}");
+//! }
+//! for server in &config.servers {
+//!     println!("{} ({:?})", server.name, server.availability);
+//! }
+//! ```
 
+mod atomic;
+mod build;
+mod edit;
+mod entries;
+mod error;
+mod explain;
+mod identity;
 pub mod imports;
+mod interpolate;
 mod jsonc;
+mod load;
+mod merge;
 mod model;
+mod paths;
+mod plugins;
+mod problems;
+mod raw;
+mod schema;
+mod secret;
+mod spans;
+mod trust;
 
+pub use edit::{AddServer, EditOutcome, EditScope, ServerSpec, add_imports, add_server, remove_server, scope_file, set_disabled};
+pub use error::{Error, Result, SecretError};
+pub use explain::{ConfigView, FieldView, REDACTED, ServerView, SourceView, explain, redact_field, redact_url};
+pub use identity::identity_hash;
 pub use jsonc::{JsoncError, parse as parse_jsonc, strip as strip_jsonc};
+pub use load::{LoadOptions, load, load_in_memory};
 pub use model::{
     ApproveTools, AuthConfig, Availability, Config, ConfigProblem, DirectTools, HostConfigDiscovery, HttpTransport,
     Lifecycle, OAuthConfig, OAuthGrant, Origin, OutputGuard, ProtocolMode, Secret, SecretValue, ServerConfig, Settings,
     Severity, SocketTransport, SourceFile, SourceKind, StdioTransport, Timeouts, TokenStoreKind, ToolPrefix,
     TraceSettings, Transport,
 };
+pub use paths::{EnvMap, agent_dir, data_dir, expand_tilde, source_path};
+pub use raw::{RawFile, RawServer, RawSettings};
+pub use schema::json_schema;
+pub use secret::{ResolveOptions, SECRET_COMMAND_MAX_OUTPUT, SECRET_COMMAND_TIMEOUT};
+pub use trust::{PROJECT_CONFIG_FILES, TRUST_FILE, TrustedProject, is_trusted, trust_command, trust_project, untrust_project};

@@ -9,6 +9,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A secret string. `Debug` and `Display` print `<redacted>`; read it with [`Secret::expose`].
@@ -127,7 +128,7 @@ pub struct OAuthConfig {
     pub dpop: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OAuthGrant {
     #[default]
@@ -136,7 +137,7 @@ pub enum OAuthGrant {
 }
 
 /// SPEC 4: when a server connects and whether it is kept alive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Lifecycle {
     #[default]
@@ -147,7 +148,7 @@ pub enum Lifecycle {
 }
 
 /// SPEC 5: which protocol era to speak.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub enum ProtocolMode {
     /// `initialize` only (≤ 2025-11-25).
     #[serde(rename = "legacy")]
@@ -162,7 +163,7 @@ pub enum ProtocolMode {
 }
 
 /// `toolPrefix`: how upstream tool names become proxy names (SPEC 6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolPrefix {
     #[default]
@@ -326,7 +327,7 @@ pub struct TraceSettings {
     pub max_bytes: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HostConfigDiscovery {
     #[default]
@@ -335,7 +336,7 @@ pub enum HostConfigDiscovery {
     On,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TokenStoreKind {
     #[default]

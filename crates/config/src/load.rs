@@ -1,0 +1,540 @@
+//! Loading: which files are read (SPEC 3.1), in which order layers merge, what trust allows, and the entry points
+//! [`load`] and [`load_in_memory`]. Nothing here fails as a whole: every problem becomes a [`ConfigProblem`].
+//!
+//! Layers, lowest precedence first:
+//! 1. host imports (`imports` of any trusted file, then `settings.hostConfigDiscovery: "on"`), merged first-wins:
+//!    the first listed host that defines a server supplies the whole entry (files of the same host: later wins);
+//! 2. Agent Plugins (`settings.agentPluginPaths`), in listed order;
+//! 3. the six files (or only source 4 with `PIMCP_CONFIG_MODE=exclusive`).
+//!
+//! Entries merge field by field (see `merge.rs`). Project-scope files (and project-scope host files) count only when
+//! trusted: their servers are listed as [`Availability::Untrusted`] otherwise, and their `settings` and `imports` are
+//! ignored. An untrusted entry that only disables a server (`disabled: true` / `enabled: false`) is honoured.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::build::{BuildCtx, apply_direct_tools_env, build_server, build_settings};
+use crate::entries::{FileContent, parse_root, parse_server};
+use crate::imports::{self, HostKind, ImportEnv, ImportScope, Os};
+use crate::merge::{MergedServer, MergedSettings};
+use crate::model::{
+    Availability, Config, ConfigProblem, HostConfigDiscovery, Origin, Severity, SourceFile, SourceKind,
+};
+use crate::paths::{self, EnvMap, canonical_or_self};
+use crate::problems::Sink;
+use crate::trust::{TrustView, trust_command};
+
+/// Files bigger than this are refused (no MCP config is anywhere near it).
+const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Everything loading reads from the outside world, passed explicitly (tests use temp dirs, never the real HOME).
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    pub home: PathBuf,
+    /// The project directory (sources 5 and 6, trust, relative paths).
+    pub project_dir: PathBuf,
+    /// `--config PATH` / library `config_path`: replaces source 4.
+    pub config_path: Option<PathBuf>,
+    /// Overrides the agent directory (default: `$PI_CODING_AGENT_DIR` from `env`, else `~/.pi/agent`).
+    pub agent_dir: Option<PathBuf>,
+    /// pimcp's data directory: trust records, plugin data.
+    pub data_dir: PathBuf,
+    /// Environment snapshot for interpolation and the `PIMCP_*` / `MCP_*` / `PI_*` switches.
+    pub env: EnvMap,
+    /// Trust the project for this run (`PIMCP_TRUST_PROJECT=1`).
+    pub trust_project: bool,
+    /// Path conventions for host imports.
+    pub os: Os,
+}
+
+impl LoadOptions {
+    /// Options with an empty environment: only `home` and `project_dir` decide paths.
+    pub fn new(home: impl Into<PathBuf>, project_dir: impl Into<PathBuf>) -> LoadOptions {
+        let home = home.into();
+        let env = EnvMap::new();
+        LoadOptions {
+            data_dir: paths::data_dir(&home, &env),
+            home,
+            project_dir: project_dir.into(),
+            config_path: None,
+            agent_dir: None,
+            env,
+            trust_project: false,
+            os: Os::current(),
+        }
+    }
+
+    /// The real process: `HOME`, the current environment, `PIMCP_DATA_DIR` / `XDG_DATA_HOME`,
+    /// `PIMCP_TRUST_PROJECT=1`. Relative paths are made absolute against the current directory.
+    pub fn from_process(project_dir: impl Into<PathBuf>, config_path: Option<PathBuf>) -> LoadOptions {
+        let env = EnvMap::from_process();
+        let cwd = std::env::current_dir().unwrap_or_default();
+        let home = env.non_empty("HOME").map(PathBuf::from).or_else(dirs::home_dir).unwrap_or_default();
+        LoadOptions {
+            data_dir: paths::data_dir(&home, &env),
+            home,
+            project_dir: paths::absolute(&project_dir.into(), &cwd),
+            config_path: config_path.map(|p| paths::absolute(&p, &cwd)),
+            agent_dir: None,
+            trust_project: env.get("PIMCP_TRUST_PROJECT").map(str::trim) == Some("1"),
+            env,
+            os: Os::current(),
+        }
+    }
+
+    /// `agent_dir`, else `$PI_CODING_AGENT_DIR`, else `~/.pi/agent`.
+    pub fn agent_dir(&self) -> PathBuf {
+        self.agent_dir.clone().unwrap_or_else(|| paths::agent_dir(&self.home, &self.env))
+    }
+
+    /// `PIMCP_CONFIG_MODE=exclusive` (case-insensitive): only source 4 is read.
+    pub fn exclusive(&self) -> bool {
+        self.env.get("PIMCP_CONFIG_MODE").is_some_and(|m| m.trim().eq_ignore_ascii_case("exclusive"))
+    }
+
+    /// The path of one source (source 4 is `config_path` when set).
+    pub fn source_path(&self, kind: SourceKind) -> PathBuf {
+        paths::source_path(kind, &self.home, &self.project_dir, &self.agent_dir(), self.config_path.as_deref())
+    }
+
+    /// pimcp's own global file (source 4): where `init` and `add --global` write.
+    pub fn global_file(&self) -> PathBuf {
+        self.source_path(SourceKind::PiGlobal)
+    }
+
+    /// The sources that are read, lowest precedence first, without duplicates (when two sources are the same
+    /// file, only the higher one counts).
+    pub fn sources(&self) -> Vec<(SourceKind, PathBuf)> {
+        let kinds: Vec<SourceKind> = if self.exclusive() {
+            vec![SourceKind::PiGlobal]
+        } else {
+            vec![
+                SourceKind::SharedGlobal,
+                SourceKind::AgentsGlobal,
+                SourceKind::AgentsNestedGlobal,
+                SourceKind::PiGlobal,
+                SourceKind::SharedProject,
+                SourceKind::PiProject,
+            ]
+        };
+        let all: Vec<(SourceKind, PathBuf)> = kinds.into_iter().map(|k| (k, self.source_path(k))).collect();
+        let canon: Vec<PathBuf> = all.iter().map(|(_, p)| canonical_or_self(p)).collect();
+        all.iter()
+            .enumerate()
+            .filter(|(i, _)| !canon[i + 1..].contains(&canon[*i]))
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+
+    /// What host imports read, from the same snapshot.
+    pub fn import_env(&self) -> ImportEnv {
+        let path = |name: &str| self.env.non_empty(name).map(PathBuf::from);
+        ImportEnv {
+            home: self.home.clone(),
+            project_dir: self.project_dir.clone(),
+            os: self.os,
+            appdata: path("APPDATA"),
+            xdg_config_home: path("XDG_CONFIG_HOME").filter(|p| p.is_absolute()),
+            codex_home: path("CODEX_HOME"),
+        }
+    }
+}
+
+/// One source of entries, before merging.
+#[derive(Debug)]
+pub(crate) struct Layer {
+    pub origin: Origin,
+    pub trusted: bool,
+    pub content: FileContent,
+}
+
+/// A file that was considered, with whether it needs and has trust.
+#[derive(Debug, Clone)]
+pub(crate) struct SourceStatus {
+    pub file: SourceFile,
+    /// `Some` for project-scope files.
+    pub trusted: Option<bool>,
+}
+
+/// The result of loading with everything `config show` needs.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    pub config: Config,
+    /// Merged JSON of every listed server, by name.
+    pub merged: BTreeMap<String, MergedServer>,
+    pub settings: MergedSettings,
+    pub sources: Vec<SourceStatus>,
+}
+
+/// Loads the configuration for `opts`. Never fails: problems are in [`Config::problems`].
+pub fn load(opts: &LoadOptions) -> Config {
+    load_detailed(opts).config
+}
+
+/// A complete in-memory config from a library host (same JSON shape as a file), never merged with files or host
+/// imports (`imports` is ignored with a warning); `settings.agentPluginPaths` still load.
+pub fn load_in_memory(json: &Value, opts: &LoadOptions) -> Config {
+    let mut problems = Vec::new();
+    let content = parse_root(json, &mut Sink::new(&mut problems, None)).unwrap_or_default();
+    if !content.imports.is_empty() {
+        Sink::new(&mut problems, None).warning(None, Some("imports"), "host imports are not read for an in-memory config; ignored");
+    }
+    let layers = vec![Layer { origin: Origin::InMemory, trusted: true, content }];
+    finish(opts, layers, Vec::new(), problems, Mode::InMemory).config
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Files { exclusive: bool },
+    InMemory,
+}
+
+pub(crate) fn load_detailed(opts: &LoadOptions) -> Loaded {
+    load_detailed_with(opts, None)
+}
+
+/// [`load_detailed`], reading `substitute.1` as the content of the file `substitute.0` (to preview an edit).
+pub(crate) fn load_detailed_with(opts: &LoadOptions, substitute: Option<(&Path, &str)>) -> Loaded {
+    let mut problems = Vec::new();
+    let trust = TrustView::load(&opts.project_dir, &opts.data_dir);
+    let mut sources = Vec::new();
+    let mut layers = Vec::new();
+    for (kind, path) in opts.sources() {
+        let origin = Origin::File { source: kind, path: path.clone() };
+        let explicit = kind == SourceKind::PiGlobal && opts.config_path.is_some();
+        let (exists, content) = match substitute {
+            Some((sub_path, text)) if sub_path == path => (true, parse_text(&path, text, &mut problems)),
+            _ => read_file(&path, explicit, &mut problems),
+        };
+        let trusted = if kind.is_project() { Some(opts.trust_project || trust.file_trusted(&path)) } else { None };
+        sources.push(SourceStatus {
+            file: SourceFile { origin: origin.clone(), exists, loaded: content.is_some() },
+            trusted,
+        });
+        let Some(content) = content else { continue };
+        if trusted == Some(false) && (!content.servers.is_empty() || !content.settings.is_empty() || !content.imports.is_empty()) {
+            Sink::new(&mut problems, Some(&path)).warning(
+                None,
+                None,
+                format!("project file is not trusted: its servers will not start and its settings and imports are ignored until you run `{}`", trust_command(&opts.project_dir)),
+            );
+        }
+        layers.push(Layer { origin, trusted: trusted.unwrap_or(true), content });
+    }
+    finish(opts, layers, sources, problems, Mode::Files { exclusive: opts.exclusive() })
+}
+
+/// Reads and validates one file. Returns (exists, content); content is `None` when the file is absent or failed.
+fn read_file(path: &Path, explicit: bool, problems: &mut Vec<ConfigProblem>) -> (bool, Option<FileContent>) {
+    let mut sink = Sink::new(problems, Some(path));
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            if explicit {
+                sink.error(None, None, "the config file given with --config does not exist");
+            }
+            return (false, None);
+        }
+        Err(err) => {
+            sink.error(None, None, format!("cannot read: {err}; the file is skipped"));
+            return (true, None);
+        }
+    };
+    if meta.is_dir() {
+        sink.error(None, None, "is a directory, not a file; it is skipped");
+        return (true, None);
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        sink.error(None, None, format!("is larger than {MAX_CONFIG_BYTES} bytes; it is skipped"));
+        return (true, None);
+    }
+    let text = match std::fs::read(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(_) => {
+                sink.error(None, None, "is not valid UTF-8; the file is skipped");
+                return (true, None);
+            }
+        },
+        Err(err) => {
+            sink.error(None, None, format!("cannot read: {err}; the file is skipped"));
+            return (true, None);
+        }
+    };
+    (true, parse_text(path, &text, problems))
+}
+
+/// Parses and validates a file's text; `None` when it fails as a whole.
+fn parse_text(path: &Path, text: &str, problems: &mut Vec<ConfigProblem>) -> Option<FileContent> {
+    match crate::parse_jsonc(text) {
+        Ok(None) => Some(FileContent::default()),
+        Ok(Some(value)) => parse_root(&value, &mut Sink::new(problems, Some(path))),
+        Err(err) => {
+            problems.push(ConfigProblem {
+                path: Some(path.to_path_buf()),
+                position: Some((err.line, err.column)),
+                server: None,
+                field: None,
+                message: format!("not valid JSON: {}; the file is skipped", err.message),
+                severity: Severity::Error,
+            });
+            None
+        }
+    }
+}
+
+/// One entry ready to merge.
+struct MergeEntry {
+    name: String,
+    fields: Map<String, Value>,
+    origin: Origin,
+    trusted: bool,
+    literal: bool,
+}
+
+/// Entries of one precedence level.
+#[derive(Default)]
+struct MergeLayer {
+    entries: Vec<MergeEntry>,
+    invalid: Vec<(String, Vec<String>, Origin)>,
+}
+
+fn finish(
+    opts: &LoadOptions,
+    file_layers: Vec<Layer>,
+    mut sources: Vec<SourceStatus>,
+    mut problems: Vec<ConfigProblem>,
+    mode: Mode,
+) -> Loaded {
+    // Settings: shallow per key, trusted layers only.
+    let mut merged_settings = MergedSettings::default();
+    for layer in &file_layers {
+        if layer.trusted {
+            merged_settings.apply(&layer.content.settings, &layer.origin);
+        }
+    }
+    let mut settings = build_settings(
+        &merged_settings.values,
+        &opts.env,
+        &opts.home,
+        &opts.project_dir,
+        &mut Sink::new(&mut problems, None),
+    );
+
+    let mut merge_layers: Vec<MergeLayer> = Vec::new();
+    let trust = TrustView::load(&opts.project_dir, &opts.data_dir);
+
+    // 1. Host imports.
+    if let Mode::Files { exclusive } = mode {
+        let mut hosts: Vec<HostKind> = Vec::new();
+        for layer in file_layers.iter().rev().filter(|l| l.trusted) {
+            for host in &layer.content.imports {
+                if !hosts.contains(host) {
+                    hosts.push(*host);
+                }
+            }
+        }
+        let env = opts.import_env();
+        if !exclusive && settings.host_config_discovery == HostConfigDiscovery::On {
+            for (host, _) in imports::detect_hosts(&env) {
+                if !hosts.contains(&host) {
+                    hosts.push(host);
+                }
+            }
+        }
+        let mut layer = MergeLayer::default();
+        let mut claimed: BTreeSet<String> = BTreeSet::new();
+        for host in hosts {
+            let (entries, invalid) = read_import_host(host, &env, opts, &trust, &mut problems, &mut sources);
+            layer.invalid.extend(invalid);
+            for entry in entries {
+                if claimed.insert(entry.name.clone()) {
+                    layer.entries.push(entry);
+                }
+            }
+        }
+        merge_layers.push(layer);
+    }
+
+    // 2. Agent Plugins.
+    if mode != (Mode::Files { exclusive: true }) {
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        for dir in &settings.agent_plugin_paths {
+            let Some(plugin) = crate::plugins::load_plugin(dir, &opts.data_dir, &mut problems) else { continue };
+            if !seen.insert(plugin.name.clone()) {
+                Sink::new(&mut problems, Some(dir)).warning(None, None, format!("a plugin named `{}` is already loaded; skipped", plugin.name));
+                continue;
+            }
+            sources.push(SourceStatus {
+                file: SourceFile { origin: plugin.origin.clone(), exists: true, loaded: true },
+                trusted: None,
+            });
+            let mut layer = MergeLayer::default();
+            for (name, fields) in plugin.servers {
+                layer.entries.push(MergeEntry { name, fields, origin: plugin.origin.clone(), trusted: true, literal: true });
+            }
+            merge_layers.push(layer);
+        }
+    }
+
+    // 3. The files.
+    for layer in file_layers {
+        let mut merge = MergeLayer::default();
+        for (name, fields) in layer.content.servers {
+            merge.entries.push(MergeEntry { name, fields, origin: layer.origin.clone(), trusted: layer.trusted, literal: false });
+        }
+        for (name, fields) in layer.content.invalid {
+            merge.invalid.push((name, fields, layer.origin.clone()));
+        }
+        merge_layers.push(merge);
+    }
+
+    // Merge.
+    let mut merged: BTreeMap<String, MergedServer> = BTreeMap::new();
+    let mut untrusted: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut invalid_above: BTreeMap<String, Vec<(usize, Origin, Vec<String>)>> = BTreeMap::new();
+    for (idx, layer) in merge_layers.into_iter().enumerate() {
+        for entry in layer.entries {
+            let server = merged.entry(entry.name.clone()).or_insert_with(|| MergedServer::new(&entry.name, entry.origin.clone(), idx));
+            server.apply(&entry.fields, &entry.origin, entry.literal);
+            let fields = untrusted.entry(entry.name.clone()).or_default();
+            let honoured = entry.trusted || only_disables(&entry.fields);
+            for key in entry.fields.keys() {
+                if honoured {
+                    fields.remove(key);
+                } else {
+                    fields.insert(key.clone());
+                }
+            }
+        }
+        for (name, fields, origin) in layer.invalid {
+            invalid_above.entry(name).or_default().push((idx, origin, fields));
+        }
+    }
+
+    // Build.
+    let ctx = BuildCtx { env: &opts.env, home: &opts.home, project_dir: &opts.project_dir, settings: &settings };
+    let mut servers = Vec::new();
+    let mut listed = BTreeMap::new();
+    for (name, server) in merged {
+        let path = server.origin.path().map(Path::to_path_buf);
+        let Some(mut built) = build_server(&server, &ctx, &mut Sink::new(&mut problems, path.as_deref())) else {
+            continue;
+        };
+        // Fields that survived from untrusted entries (a later trusted file may have overridden them all).
+        let still_untrusted = untrusted.get(&name).is_some_and(|keys| !keys.is_empty());
+        if let Some(bad) = invalid_above.get(&name).and_then(|v| v.iter().find(|(idx, _, _)| *idx > server.first_layer)) {
+            let (_, origin, fields) = bad;
+            let fields = if fields.is_empty() {
+                String::new()
+            } else {
+                format!(" (`{}`)", fields.join("`, `"))
+            };
+            if built.availability == Availability::Available {
+                built.availability = Availability::ConfigError {
+                    message: format!("its entry in {origin} is invalid{fields}; fix or remove that entry"),
+                };
+            }
+        }
+        if still_untrusted {
+            built.availability = Availability::Untrusted {
+                project_dir: opts.project_dir.clone(),
+                trust_command: trust_command(&opts.project_dir),
+            };
+        }
+        servers.push(built);
+        listed.insert(name, server);
+    }
+    apply_direct_tools_env(&mut servers, &mut settings, &opts.env);
+
+    Loaded {
+        config: Config {
+            servers,
+            settings,
+            problems,
+            sources: sources.iter().map(|s| s.file.clone()).collect(),
+            project_dir: opts.project_dir.clone(),
+        },
+        merged: listed,
+        settings: merged_settings,
+        sources,
+    }
+}
+
+/// An entry from an untrusted file that only disables (`disabled: true`) cannot start anything: it is honoured.
+fn only_disables(fields: &Map<String, Value>) -> bool {
+    !fields.is_empty() && fields.iter().all(|(k, v)| k == "disabled" && v == &Value::Bool(true))
+}
+
+type InvalidImport = (String, Vec<String>, Origin);
+
+/// Reads every file of one host: entries (later files of the host override earlier ones) and invalid entries.
+fn read_import_host(
+    host: HostKind,
+    env: &ImportEnv,
+    opts: &LoadOptions,
+    trust: &TrustView,
+    problems: &mut Vec<ConfigProblem>,
+    sources: &mut Vec<SourceStatus>,
+) -> (Vec<MergeEntry>, Vec<InvalidImport>) {
+    let mut by_name: Vec<MergeEntry> = Vec::new();
+    let mut invalid = Vec::new();
+    for result in imports::read_host(host, env) {
+        let file = match result {
+            Ok(file) => file,
+            Err(err) => {
+                let path = err.path().to_path_buf();
+                let (position, message) = match &err {
+                    imports::ImportError::Syntax { line, column, message, .. } => {
+                        (Some((*line, *column)), format!("not valid {}: {message}; the import is skipped", if host == HostKind::Codex { "TOML" } else { "JSON" }))
+                    }
+                    other => (None, format!("{}; the import is skipped", strip_path(&other.to_string(), &path))),
+                };
+                problems.push(ConfigProblem {
+                    path: Some(path.clone()),
+                    position,
+                    server: None,
+                    field: None,
+                    message,
+                    severity: Severity::Error,
+                });
+                let origin = Origin::Import { host: host.id().to_string(), path };
+                sources.push(SourceStatus { file: SourceFile { origin, exists: true, loaded: false }, trusted: None });
+                continue;
+            }
+        };
+        let origin = Origin::Import { host: host.id().to_string(), path: file.path.clone() };
+        let project = file.scope(env) == ImportScope::Project;
+        let trusted = !project || opts.trust_project || trust.file_trusted(&file.path);
+        sources.push(SourceStatus {
+            file: SourceFile { origin: origin.clone(), exists: true, loaded: true },
+            trusted: project.then_some(trusted),
+        });
+        let mut sink = Sink::new(problems, Some(&file.path));
+        for note in &file.notes {
+            sink.warning(note.server.as_deref(), note.field.as_deref(), note.message.clone());
+        }
+        if project && !trusted && !file.servers.is_empty() {
+            sink.warning(None, None, format!("project file is not trusted: its servers will not start until you run `{}`", trust_command(&opts.project_dir)));
+        }
+        for (name, value) in file.servers {
+            match parse_server(&name, &Value::Object(value), &mut sink) {
+                Ok(fields) => {
+                    by_name.retain(|e| e.name != name);
+                    by_name.push(MergeEntry { name, fields, origin: origin.clone(), trusted, literal: false });
+                }
+                Err(fields) => invalid.push((name, fields, origin.clone())),
+            }
+        }
+    }
+    (by_name, invalid)
+}
+
+/// `ImportError`'s Display starts with the path; the problem carries the path separately.
+fn strip_path(text: &str, path: &Path) -> String {
+    let prefix = format!("{}: ", path.display());
+    text.strip_prefix(&prefix).unwrap_or(text).to_string()
+}

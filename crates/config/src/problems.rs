@@ -1,0 +1,84 @@
+//! Collecting [`ConfigProblem`]s while loading, and how they read. A problem names the file, position, server and
+//! field; its message never contains a configured value.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::model::{ConfigProblem, Origin, Severity};
+
+impl fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(path) = &self.path {
+            write!(f, "{}", path.display())?;
+            if let Some((line, column)) = self.position {
+                write!(f, ":{line}:{column}")?;
+            }
+            f.write_str(": ")?;
+        }
+        if let Some(server) = &self.server {
+            write!(f, "server `{server}`: ")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, "`{field}`: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl ConfigProblem {
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+impl Origin {
+    /// The file this origin refers to (none for in-memory config).
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Origin::File { path, .. } | Origin::Import { path, .. } | Origin::Plugin { path, .. } => Some(path),
+            Origin::InMemory => None,
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File { path, .. } => write!(f, "{}", path.display()),
+            Origin::Import { host, path } => write!(f, "{} (import {host})", path.display()),
+            Origin::Plugin { plugin, path } => write!(f, "{} (plugin {plugin})", path.display()),
+            Origin::InMemory => f.write_str("in-memory config"),
+        }
+    }
+}
+
+/// Appends problems about one file (or none).
+pub(crate) struct Sink<'a> {
+    out: &'a mut Vec<ConfigProblem>,
+    path: Option<PathBuf>,
+}
+
+impl<'a> Sink<'a> {
+    pub(crate) fn new(out: &'a mut Vec<ConfigProblem>, path: Option<&Path>) -> Sink<'a> {
+        Sink { out, path: path.map(Path::to_path_buf) }
+    }
+
+    pub(crate) fn push(&mut self, severity: Severity, server: Option<&str>, field: Option<&str>, message: String) {
+        self.out.push(ConfigProblem {
+            path: self.path.clone(),
+            position: None,
+            server: server.map(str::to_string),
+            field: field.map(str::to_string),
+            message,
+            severity,
+        });
+    }
+
+    pub(crate) fn error(&mut self, server: Option<&str>, field: Option<&str>, message: impl Into<String>) {
+        self.push(Severity::Error, server, field, message.into());
+    }
+
+    pub(crate) fn warning(&mut self, server: Option<&str>, field: Option<&str>, message: impl Into<String>) {
+        self.push(Severity::Warning, server, field, message.into());
+    }
+}

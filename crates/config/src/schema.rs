@@ -1,0 +1,130 @@
+//! The JSON Schema of a pimcp config file, generated from the serde types in `raw.rs` (doc comments become
+//! descriptions), and the field lists the loader derives from it, so the schema and the loader cannot disagree.
+
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use crate::raw::{RawFile, RawOAuth, RawServer, RawSettings};
+
+/// The JSON Schema (draft 2020-12) of a whole config file; printed by `pimcp-run config schema`.
+pub fn json_schema() -> Value {
+    let mut schema = schemars::schema_for!(RawFile).to_value();
+    if let Value::Object(map) = &mut schema {
+        map.insert("$id".into(), Value::String("https://pimcp.invalid/schemas/mcp.schema.json".into()));
+    }
+    schema
+}
+
+fn property_names(schema: Value) -> Vec<String> {
+    schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// Field names of a server entry (as written in JSON).
+pub(crate) fn server_fields() -> &'static [String] {
+    static FIELDS: OnceLock<Vec<String>> = OnceLock::new();
+    FIELDS.get_or_init(|| property_names(schemars::schema_for!(RawServer).to_value()))
+}
+
+/// Keys of `settings`.
+pub(crate) fn settings_fields() -> &'static [String] {
+    static FIELDS: OnceLock<Vec<String>> = OnceLock::new();
+    FIELDS.get_or_init(|| property_names(schemars::schema_for!(RawSettings).to_value()))
+}
+
+/// Keys of a server's `oauth` object.
+pub(crate) fn oauth_fields() -> &'static [String] {
+    static FIELDS: OnceLock<Vec<String>> = OnceLock::new();
+    FIELDS.get_or_init(|| property_names(schemars::schema_for!(RawOAuth).to_value()))
+}
+
+/// What a field must look like, for "expected …" messages (never derived from the value).
+pub(crate) fn expected(field: &str) -> &'static str {
+    match field {
+        "type" => "one of `stdio`, `http`, `streamable-http`, `sse`",
+        "command" | "cwd" | "url" | "socket" | "bearerToken" | "bearerTokenEnv" | "description" | "exposure" => {
+            "a string"
+        }
+        "args" | "includeTools" | "excludeTools" | "allowedTools" | "agentPluginPaths" => "an array of strings",
+        "env" | "headers" | "authorizationParams" => "an object whose values are strings",
+        "inheritEnv" | "enabled" | "disabled" | "exposeResources" | "debug" | "freezeDirectTools"
+        | "disableProxyTool" | "autoAuth" | "sampling" | "samplingAutoApprove" | "elicitation" | "warmCache" => {
+            "`true` or `false`"
+        }
+        "trace" => "`true`, `false` or (in settings) `{ \"enabled\", \"file\", \"maxBytes\" }`",
+        "auth" => "`\"oauth\"`, `\"bearer\"` or `false`",
+        "oauth" => "`false` or an object of OAuth settings",
+        "lifecycle" => "one of `lazy`, `eager`, `keep-alive`, `lazy-keep-alive` (or `{ \"mode\": … }`)",
+        "idleTimeout" | "requestTimeoutMs" | "timeout" | "startupTimeout" | "toolTimeout" | "healthInterval" => {
+            "a number"
+        }
+        "protocolVersion" | "protocol" => "one of `auto`, `legacy`, `2026-07-28`",
+        "directTools" => "`true`, `false` or an array of tool names",
+        "toolPrefix" => "one of `server`, `short`, `none`, `mcp`",
+        "toolExposure" => "a string or an object whose values are strings",
+        "searchKeywords" => "an object whose values are arrays of strings",
+        "approveTools" => "`true`, `false` or an array of globs",
+        "outputGuard" => "`true`, `false` or `{ \"maxBytes\", \"maxLines\" }` with non-negative integers",
+        "hostConfigDiscovery" => "one of `off`, `prompt`, `on`",
+        "tokenStore" => "one of `keyring`, `file`",
+        "grantType" => "one of `authorization_code`, `client_credentials`",
+        "callbackPort" => "a port number (1-65535)",
+        "clientId" | "clientSecret" | "clientMetadataUrl" | "scope" | "redirectUri" | "clientName" | "clientUri"
+        | "logoUri" | "authServerMetadataUrl" => "a string",
+        "skipIssuerMetadataValidation" | "dpop" => "`true` or `false`",
+        _ => "a different type (see `pimcp-run config schema`)",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_has_an_expectation() {
+        for field in server_fields().iter().chain(settings_fields()).chain(oauth_fields()) {
+            assert!(!expected(field).starts_with("a different type"), "no expectation text for `{field}`");
+        }
+    }
+
+    #[test]
+    fn schema_lists_all_spec_server_fields() {
+        let spec = [
+            "type", "command", "args", "env", "cwd", "inheritEnv", "url", "headers", "socket", "auth", "bearerToken",
+            "bearerTokenEnv", "oauth", "lifecycle", "idleTimeout", "requestTimeoutMs", "timeout", "startupTimeout",
+            "toolTimeout", "protocolVersion", "protocol", "enabled", "disabled", "description", "exposeResources",
+            "directTools", "toolPrefix", "includeTools", "excludeTools", "allowedTools", "toolExposure", "exposure",
+            "searchKeywords", "approveTools", "debug", "trace",
+        ];
+        let fields = server_fields();
+        for name in spec {
+            assert!(fields.iter().any(|f| f == name), "schema misses `{name}`");
+        }
+        assert_eq!(fields.len(), spec.len(), "schema has fields the SPEC list does not: {fields:?}");
+        let settings = [
+            "toolPrefix", "idleTimeout", "requestTimeoutMs", "directTools", "freezeDirectTools", "disableProxyTool",
+            "approveTools", "outputGuard", "trace", "hostConfigDiscovery", "agentPluginPaths", "tokenStore",
+            "autoAuth", "sampling", "samplingAutoApprove", "elicitation", "warmCache", "healthInterval",
+        ];
+        for name in settings {
+            assert!(settings_fields().iter().any(|f| f == name), "schema misses setting `{name}`");
+        }
+        let oauth = [
+            "grantType", "clientId", "clientSecret", "clientMetadataUrl", "scope", "redirectUri", "callbackPort",
+            "authorizationParams", "clientName", "clientUri", "logoUri", "authServerMetadataUrl",
+            "skipIssuerMetadataValidation", "dpop",
+        ];
+        assert_eq!(oauth_fields().len(), oauth.len());
+    }
+
+    #[test]
+    fn schema_is_a_whole_file_schema() {
+        let schema = json_schema();
+        let props = schema["properties"].as_object().map(|p| p.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+        for key in ["mcpServers", "mcp-servers", "settings", "imports"] {
+            assert!(props.iter().any(|p| p == key), "{props:?}");
+        }
+        let text = schema.to_string();
+        assert!(text.contains("keep-alive") && text.contains("2026-07-28") && text.contains("claude-desktop"));
+    }
+}
