@@ -26,10 +26,18 @@ pub enum Error {
     InvalidArgs(String),
     /// Tool arguments failed JSON Schema validation; the message lists problems and the expected shape.
     #[error("{message}")]
-    ArgsDoNotMatchSchema { tool: String, problems: Vec<String>, message: String },
+    ArgsDoNotMatchSchema {
+        tool: String,
+        problems: Vec<String>,
+        message: String,
+    },
     /// Creating or writing a spill file or directory failed.
     #[error("could not {action} `{path}`: {source}")]
-    Spill { action: &'static str, path: PathBuf, source: std::io::Error },
+    Spill {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A spill file would not fit in the spill directory's total budget even after evicting everything else.
     #[error("output of {size} bytes exceeds the spill budget of {budget} bytes")]
     SpillBudget { size: u64, budget: u64 },

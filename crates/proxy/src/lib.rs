@@ -3,10 +3,25 @@
 //! definition itself. The runtime (`pimcp-actors`) feeds it data; nothing here does I/O except spill files.
 
 mod error;
+mod guard;
+mod render;
 mod search;
+mod shapes;
+mod text;
+mod validate;
 
 pub use error::{Error, Result};
+pub use guard::{
+    DEFAULT_SPILL_BUDGET_BYTES, GuardReport, Guarded, MAX_BLOB_BYTES, SPILL_DIR_PREFIX, SpillDir, apply_guard,
+};
+pub use render::{Binary, BinaryKind, EMPTY_ERROR, EMPTY_RESULT, Piece, Rendered, human_bytes, render_call_result};
 pub use search::{
     DEFAULT_LIMIT, DEFAULT_SUGGESTIONS, Lookup, MAX_LIMIT, MAX_QUERY_TOKENS, MAX_REGEX_CHARS, MatchKind, SearchHit,
     SearchIndex, SearchPage, SearchQuery, ToolDoc,
 };
+pub use shapes::{DEFAULT_SHAPE_CHARS, MAX_ENUM_VALUES, MAX_REF_DEPTH, shape, shape_within};
+pub use text::{
+    CATEGORY_META_KEY, Category, INSTRUCTIONS_PREVIEW_CHARS, ProxyError, ServerLine, ServerState, SkippedServer,
+    human_duration, instructions_text, list_text, plural, search_text, status_text, text_result, with_category,
+};
+pub use validate::{ArgsValidator, MAX_LISTED_PROBLEMS, OutputReport, check_not_nested, parse_args, validate_output};

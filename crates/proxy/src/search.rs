@@ -96,7 +96,13 @@ pub struct SearchQuery {
 impl SearchQuery {
     /// A ranked query with the default limit and offset 0.
     pub fn new(text: impl Into<String>) -> Self {
-        SearchQuery { text: text.into(), server: None, regex: false, limit: DEFAULT_LIMIT, offset: 0 }
+        SearchQuery {
+            text: text.into(),
+            server: None,
+            regex: false,
+            limit: DEFAULT_LIMIT,
+            offset: 0,
+        }
     }
 
     pub fn with_server(mut self, server: impl Into<String>) -> Self {
@@ -189,7 +195,12 @@ impl Fingerprint {
     }
 
     fn lower_bound(&self, other: &Fingerprint) -> usize {
-        let l1: usize = self.0.iter().zip(other.0.iter()).map(|(a, b)| usize::from(a.abs_diff(*b))).sum();
+        let l1: usize = self
+            .0
+            .iter()
+            .zip(other.0.iter())
+            .map(|(a, b)| usize::from(a.abs_diff(*b)))
+            .sum();
         l1.div_ceil(2)
     }
 }
@@ -200,8 +211,6 @@ struct Prepared {
     /// Normalized name, original name, server and description.
     norm: [String; 4],
     keywords: Vec<String>,
-    name_key: String,
-    original_key: String,
     name_chars: Vec<char>,
     original_chars: Vec<char>,
     name_print: Fingerprint,
@@ -239,7 +248,11 @@ impl SearchIndex {
         let mut order: Vec<usize> = (0..docs.len()).collect();
         order.sort_by(|&a, &b| {
             let (x, y) = (&docs[a], &docs[b]);
-            x.name.to_lowercase().cmp(&y.name.to_lowercase()).then_with(|| x.name.cmp(&y.name)).then(x.server.cmp(&y.server))
+            x.name
+                .to_lowercase()
+                .cmp(&y.name.to_lowercase())
+                .then_with(|| x.name.cmp(&y.name))
+                .then(x.server.cmp(&y.server))
         });
         let mut ranks = vec![0u32; docs.len()];
         for (rank, &doc) in order.iter().enumerate() {
@@ -251,8 +264,18 @@ impl SearchIndex {
         let mut index = SearchIndex::default();
         for (doc_idx, doc) in docs.iter().enumerate() {
             let doc_id = to_u32(doc_idx);
-            let norm = [normalize(&doc.name), normalize(&doc.original_name), normalize(&doc.server), normalize(&doc.description)];
-            let keywords: Vec<String> = doc.keywords.iter().map(|k| normalize(k)).filter(|k| !k.is_empty()).collect();
+            let norm = [
+                normalize(&doc.name),
+                normalize(&doc.original_name),
+                normalize(&doc.server),
+                normalize(&doc.description),
+            ];
+            let keywords: Vec<String> = doc
+                .keywords
+                .iter()
+                .map(|k| normalize(k))
+                .filter(|k| !k.is_empty())
+                .collect();
             for (field, text) in norm.iter().enumerate() {
                 for token in tokenize(text) {
                     add_posting(&mut token_docs, token, doc_id, field);
@@ -271,9 +294,17 @@ impl SearchIndex {
                 index.name_keys.push((original_key.clone(), doc_id));
             }
             index.by_name.entry(doc.name.clone()).or_default().push(doc_id);
-            index.by_original.entry(doc.original_name.clone()).or_default().push(doc_id);
+            index
+                .by_original
+                .entry(doc.original_name.clone())
+                .or_default()
+                .push(doc_id);
             index.by_name_key.entry(name_key.clone()).or_default().push(doc_id);
-            index.by_original_key.entry(original_key.clone()).or_default().push(doc_id);
+            index
+                .by_original_key
+                .entry(original_key.clone())
+                .or_default()
+                .push(doc_id);
             let server_key = self::name_key(&doc.server);
             if !server_key.is_empty() && !index.server_keys.contains(&server_key) {
                 index.server_keys.push(server_key);
@@ -283,8 +314,6 @@ impl SearchIndex {
                 keywords,
                 name_print: Fingerprint::of(&name_chars),
                 original_print: Fingerprint::of(&original_chars),
-                name_key,
-                original_key,
                 name_chars,
                 original_chars,
                 rank: ranks[doc_idx],
@@ -343,14 +372,18 @@ impl SearchIndex {
         let text = query.text.trim();
         let server = query.server.as_deref();
         let scored = if text.is_empty() {
-            let Some(server) = server else { return Err(Error::EmptyQuery) };
+            let Some(server) = server else {
+                return Err(Error::EmptyQuery);
+            };
             self.list_server(server)
         } else if query.regex {
             self.regex_scored(text, server)?
         } else {
             let scored = self.ranked(text, server, false);
             if scored.is_none() {
-                return Err(Error::NoSearchableWords { query: text.to_string() });
+                return Err(Error::NoSearchableWords {
+                    query: text.to_string(),
+                });
             }
             scored.unwrap_or_default()
         };
@@ -370,8 +403,11 @@ impl SearchIndex {
         ];
         for (map, wanted) in levels {
             let Some(ids) = map.get(wanted) else { continue };
-            let mut found: Vec<&ToolDoc> =
-                ids.iter().map(|&id| &self.docs[id as usize]).filter(|d| server.is_none_or(|s| d.server == s)).collect();
+            let mut found: Vec<&ToolDoc> = ids
+                .iter()
+                .map(|&id| &self.docs[id as usize])
+                .filter(|d| server.is_none_or(|s| d.server == s))
+                .collect();
             match found.len() {
                 0 => continue,
                 1 => return found.pop().map_or(Lookup::NotFound, Lookup::Found),
@@ -405,7 +441,10 @@ impl SearchIndex {
         for (doc_idx, prep) in self.prepared.iter().enumerate() {
             let mut best: Option<usize> = None;
             let budget = max_typos(full.len());
-            for (target, print) in [(&prep.name_chars, &prep.name_print), (&prep.original_chars, &prep.original_print)] {
+            for (target, print) in [
+                (&prep.name_chars, &prep.name_print),
+                (&prep.original_chars, &prep.original_print),
+            ] {
                 if full_print.lower_bound(print) <= budget
                     && let Some(d) = scratch.distance(&full, target, budget)
                 {
@@ -446,7 +485,9 @@ impl SearchIndex {
     /// The part of `key` after the longest server name followed by `_`, when there is one.
     fn strip_server_prefix<'k>(&self, key: &'k str) -> Option<&'k str> {
         self.server_keys.iter().find_map(|server| {
-            key.strip_prefix(server.as_str()).and_then(|rest| rest.strip_prefix('_')).filter(|rest| !rest.is_empty())
+            key.strip_prefix(server.as_str())
+                .and_then(|rest| rest.strip_prefix('_'))
+                .filter(|rest| !rest.is_empty())
         })
     }
 
@@ -455,33 +496,56 @@ impl SearchIndex {
             .iter()
             .enumerate()
             .filter(|(_, d)| d.server == server)
-            .map(|(i, _)| Scored { tier: 0, score: 0, rank: self.prepared[i].rank, doc: to_u32(i), kind: MatchKind::Listed })
+            .map(|(i, _)| Scored {
+                tier: 0,
+                score: 0,
+                rank: self.prepared[i].rank,
+                doc: to_u32(i),
+                kind: MatchKind::Listed,
+            })
             .collect()
     }
 
     fn regex_scored(&self, pattern: &str, server: Option<&str>) -> Result<Vec<Scored>> {
         let len = pattern.chars().count();
         if len > MAX_REGEX_CHARS {
-            return Err(Error::QueryTooLong { len, max: MAX_REGEX_CHARS });
+            return Err(Error::QueryTooLong {
+                len,
+                max: MAX_REGEX_CHARS,
+            });
         }
         let regex = regex::RegexBuilder::new(pattern)
             .case_insensitive(true)
             .size_limit(REGEX_SIZE_LIMIT_BYTES)
             .dfa_size_limit(REGEX_SIZE_LIMIT_BYTES)
             .build()
-            .map_err(|e| Error::InvalidRegex { pattern: pattern.to_string(), reason: regex_reason(&e) })?;
+            .map_err(|e| Error::InvalidRegex {
+                pattern: pattern.to_string(),
+                reason: regex_reason(&e),
+            })?;
         let mut out = Vec::new();
         for (i, doc) in self.docs.iter().enumerate() {
             if server.is_some_and(|s| doc.server != s) {
                 continue;
             }
             let fields = [&doc.name, &doc.original_name, &doc.server, &doc.description];
-            let mut score: u32 = fields.iter().zip(WEIGHTS).filter(|(f, _)| regex.is_match(f)).map(|(_, w)| w).sum();
+            let mut score: u32 = fields
+                .iter()
+                .zip(WEIGHTS)
+                .filter(|(f, _)| regex.is_match(f))
+                .map(|(_, w)| w)
+                .sum();
             if doc.keywords.iter().any(|k| regex.is_match(k)) {
                 score += WEIGHTS[FIELD_KEYWORDS];
             }
             if score > 0 {
-                out.push(Scored { tier: 0, score, rank: self.prepared[i].rank, doc: to_u32(i), kind: MatchKind::Regex });
+                out.push(Scored {
+                    tier: 0,
+                    score,
+                    rank: self.prepared[i].rank,
+                    doc: to_u32(i),
+                    kind: MatchKind::Regex,
+                });
             }
         }
         Ok(out)
@@ -547,7 +611,10 @@ impl SearchIndex {
         let mut tiers: HashMap<u32, u8> = HashMap::new();
         if !lenient && !key.is_empty() {
             let start = self.name_keys.partition_point(|(k, _)| k.as_str() < key.as_str());
-            for (k, doc) in self.name_keys[start..].iter().take_while(|(k, _)| k.starts_with(key.as_str())) {
+            for (k, doc) in self.name_keys[start..]
+                .iter()
+                .take_while(|(k, _)| k.starts_with(key.as_str()))
+            {
                 let tier = if *k == key { 0 } else { 1 };
                 let slot = tiers.entry(*doc).or_insert(tier);
                 *slot = (*slot).min(tier);
@@ -596,7 +663,11 @@ impl SearchIndex {
             if !passes && tier.is_none() {
                 continue;
             }
-            score += if covered == n { 25 } else { to_u32((covered * 10 + n / 2) / n) };
+            score += if covered == n {
+                25
+            } else {
+                to_u32((covered * 10 + n / 2) / n)
+            };
             if acc.first_in_name {
                 score += 8;
             }
@@ -608,7 +679,13 @@ impl SearchIndex {
                 Some(_) => (1, MatchKind::NamePrefix),
                 None => (2, MatchKind::Ranked),
             };
-            out.push(Scored { tier, score, rank: prep.rank, doc, kind });
+            out.push(Scored {
+                tier,
+                score,
+                rank: prep.rank,
+                doc,
+                kind,
+            });
         }
         Some(out)
     }
@@ -620,7 +697,11 @@ impl SearchIndex {
             if !v.starts_with(token) {
                 break;
             }
-            let level = if v.len() == token.len() { LEVEL_EXACT } else { LEVEL_STEM };
+            let level = if v.len() == token.len() {
+                LEVEL_EXACT
+            } else {
+                LEVEL_STEM
+            };
             out.push((to_u32(start + offset), level));
         }
         // The query token starts with a field token of at least MIN_STEM_CHARS characters.
@@ -645,7 +726,10 @@ impl SearchIndex {
                 })
                 .flatten()
         } else {
-            chars.iter().find(|c| !c.is_ascii()).and_then(|c| self.wide_chars.get(c))
+            chars
+                .iter()
+                .find(|c| !c.is_ascii())
+                .and_then(|c| self.wide_chars.get(c))
         };
         for &id in pool.into_iter().flatten() {
             let v = &self.vocab[id as usize];
@@ -668,11 +752,21 @@ impl SearchIndex {
             scored.sort_unstable_by_key(|s| s.sort_key());
             scored[offset..]
                 .iter()
-                .map(|s| SearchHit { doc: &self.docs[s.doc as usize], score: s.score, kind: s.kind })
+                .map(|s| SearchHit {
+                    doc: &self.docs[s.doc as usize],
+                    score: s.score,
+                    kind: s.kind,
+                })
                 .collect()
         };
         let next_offset = (end < total && offset < total).then_some(end);
-        SearchPage { hits, total, offset, limit, next_offset }
+        SearchPage {
+            hits,
+            total,
+            offset,
+            limit,
+            next_offset,
+        }
     }
 }
 
@@ -706,7 +800,10 @@ fn add_posting(map: &mut HashMap<String, Vec<Posting>>, token: String, doc: u32,
     let list = map.entry(token).or_default();
     match list.last_mut() {
         Some(last) if last.doc == doc => last.fields |= 1 << field,
-        _ => list.push(Posting { doc, fields: 1 << field }),
+        _ => list.push(Posting {
+            doc,
+            fields: 1 << field,
+        }),
     }
 }
 
@@ -729,7 +826,14 @@ fn to_u32(n: usize) -> u32 {
 fn regex_reason(e: &regex::Error) -> String {
     match e {
         regex::Error::CompiledTooBig(limit) => format!("compiled pattern exceeds {limit} bytes"),
-        other => other.to_string().lines().last().unwrap_or_default().trim().trim_start_matches("error: ").to_string(),
+        other => other
+            .to_string()
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim()
+            .trim_start_matches("error: ")
+            .to_string(),
     }
 }
 
@@ -744,7 +848,11 @@ fn max_typos(len: usize) -> usize {
 
 /// Comparison key of a tool name: trimmed, lowercase, `-` read as `_`.
 pub(crate) fn name_key(name: &str) -> String {
-    name.trim().chars().flat_map(char::to_lowercase).map(|c| if c == '-' { '_' } else { c }).collect()
+    name.trim()
+        .chars()
+        .flat_map(char::to_lowercase)
+        .map(|c| if c == '-' { '_' } else { c })
+        .collect()
 }
 
 /// Reusable rows for [`OsaScratch::distance`].
@@ -868,7 +976,10 @@ pub(crate) fn tokenize(normalized: &str) -> Vec<String> {
         let mut start = 0;
         while start < chars.len() {
             let unspaced = is_unspaced_script(chars[start]);
-            let end = chars[start..].iter().position(|&c| is_unspaced_script(c) != unspaced).map_or(chars.len(), |p| start + p);
+            let end = chars[start..]
+                .iter()
+                .position(|&c| is_unspaced_script(c) != unspaced)
+                .map_or(chars.len(), |p| start + p);
             let run = &chars[start..end];
             if !unspaced || run.len() == 1 {
                 out.push(cap_token(&run.iter().collect::<String>()));
@@ -912,17 +1023,49 @@ mod tests {
             doc("everything", "echo", "Echoes back the input string"),
             doc("everything", "add", "Adds two numbers"),
             doc("everything", "get-sum", "Returns the sum of two numbers"),
-            doc("everything", "longRunningOperation", "Demonstrates a long running operation with progress updates"),
-            doc("everything", "printEnv", "Prints all environment variables, helpful for debugging MCP server configuration"),
-            doc("everything", "sampleLLM", "Samples from an LLM using MCP's sampling feature"),
+            doc(
+                "everything",
+                "longRunningOperation",
+                "Demonstrates a long running operation with progress updates",
+            ),
+            doc(
+                "everything",
+                "printEnv",
+                "Prints all environment variables, helpful for debugging MCP server configuration",
+            ),
+            doc(
+                "everything",
+                "sampleLLM",
+                "Samples from an LLM using MCP's sampling feature",
+            ),
             doc("everything", "getTinyImage", "Returns the MCP_TINY_IMAGE"),
             doc("github", "create_issue", "Create a new issue in a GitHub repository"),
-            doc("github", "list_issues", "List issues in a GitHub repository with filtering options"),
+            doc(
+                "github",
+                "list_issues",
+                "List issues in a GitHub repository with filtering options",
+            ),
             doc("github", "search_code", "Search for code across GitHub repositories"),
-            doc("github", "get_file_contents", "Get the contents of a file or directory from a GitHub repository"),
-            doc("files", "read_file", "Read the complete contents of a file from the file system"),
-            doc("files", "write_file", "Create a new file or completely overwrite an existing file"),
-            doc("files", "search_files", "Recursively search for files and directories matching a pattern"),
+            doc(
+                "github",
+                "get_file_contents",
+                "Get the contents of a file or directory from a GitHub repository",
+            ),
+            doc(
+                "files",
+                "read_file",
+                "Read the complete contents of a file from the file system",
+            ),
+            doc(
+                "files",
+                "write_file",
+                "Create a new file or completely overwrite an existing file",
+            ),
+            doc(
+                "files",
+                "search_files",
+                "Recursively search for files and directories matching a pattern",
+            ),
             doc("wiki", "搜索文档", "在知识库中搜索文档和页面"),
             doc("wiki", "ページ作成", "新しいページを作成します"),
         ])
@@ -936,7 +1079,11 @@ mod tests {
     fn normalize_and_tokenize_table() {
         let cases: &[(&str, &str, &[&str])] = &[
             ("getTinyImage", "get tiny image", &["get", "tiny", "image"]),
-            ("get_file-contents.v2", "get file contents v2", &["get", "file", "contents", "v2"]),
+            (
+                "get_file-contents.v2",
+                "get file contents v2",
+                &["get", "file", "contents", "v2"],
+            ),
             ("HTTPServer", "http server", &["http", "server"]),
             ("sampleLLM", "sample llm", &["sample", "llm"]),
             ("a/b:c  d", "a b c d", &["a", "b", "c", "d"]),
@@ -991,7 +1138,14 @@ mod tests {
             ("everything_echo", &["everything_echo"]),
             ("EVERYTHING-ECHO", &["everything_echo"]),
             // All three are name-prefix matches; the description starting with "Get" adds to the third's score.
-            ("get", &["github_get_file_contents", "everything_get-sum", "everything_getTinyImage"]),
+            (
+                "get",
+                &[
+                    "github_get_file_contents",
+                    "everything_get-sum",
+                    "everything_getTinyImage",
+                ],
+            ),
             ("file contents", &["github_get_file_contents", "files_read_file"]),
             ("issue", &["github_create_issue", "github_list_issues"]),
             ("tiny image", &["everything_getTinyImage"]),
@@ -1013,7 +1167,10 @@ mod tests {
     #[test]
     fn exact_and_prefix_name_matches_rank_first() {
         // A tool whose description mentions "echo" many ways must not beat the one named echo.
-        let mut docs = vec![doc("a", "echo_all_echoes", "echo echo echo: echo everything, echoes, echo"), doc("b", "echo", "x")];
+        let mut docs = vec![
+            doc("a", "echo_all_echoes", "echo echo echo: echo everything, echoes, echo"),
+            doc("b", "echo", "x"),
+        ];
         docs.push(doc("c", "echoes", "Echo echo echo echo"));
         let index = SearchIndex::build(docs);
         let page = index.search(&SearchQuery::new("echo")).unwrap();
@@ -1037,8 +1194,14 @@ mod tests {
         let mut d = doc("s", "frobnicate", "Does a thing");
         d.keywords = vec!["kubernetes".into(), "k8s deploy".into()];
         let index = SearchIndex::build(vec![d, doc("s", "other", "Something else")]);
-        assert_eq!(names(&index.search(&SearchQuery::new("kubernetes")).unwrap()), ["s_frobnicate"]);
-        assert_eq!(names(&index.search(&SearchQuery::new("k8s deploy")).unwrap()), ["s_frobnicate"]);
+        assert_eq!(
+            names(&index.search(&SearchQuery::new("kubernetes")).unwrap()),
+            ["s_frobnicate"]
+        );
+        assert_eq!(
+            names(&index.search(&SearchQuery::new("k8s deploy")).unwrap()),
+            ["s_frobnicate"]
+        );
     }
 
     #[test]
@@ -1052,13 +1215,22 @@ mod tests {
         assert!(page.hits.iter().all(|h| h.kind == MatchKind::Listed));
         assert_eq!(names(&page)[0], "github_create_issue");
         assert!(matches!(index.search(&SearchQuery::new(" ")), Err(Error::EmptyQuery)));
-        assert!(matches!(index.search(&SearchQuery::new("!!! ???")), Err(Error::NoSearchableWords { .. })));
+        assert!(matches!(
+            index.search(&SearchQuery::new("!!! ???")),
+            Err(Error::NoSearchableWords { .. })
+        ));
     }
 
     #[test]
     fn pagination_table() {
         let index = everything();
-        let q = |limit, offset| SearchQuery::new("e").with_server("everything").with_regex(true).with_limit(limit).with_offset(offset);
+        let q = |limit, offset| {
+            SearchQuery::new("e")
+                .with_server("everything")
+                .with_regex(true)
+                .with_limit(limit)
+                .with_offset(offset)
+        };
         let total = index.search(&q(100, 0)).unwrap().total;
         assert_eq!(total, 7);
         // (limit, offset) -> (hits, next_offset, limit used)
@@ -1074,7 +1246,11 @@ mod tests {
         let all = names(&index.search(&q(100, 0)).unwrap());
         for &(limit, offset, n, next, used) in cases {
             let page = index.search(&q(limit, offset)).unwrap();
-            assert_eq!((page.hits.len(), page.next_offset, page.limit, page.total), (n, next, used, total), "{limit}/{offset}");
+            assert_eq!(
+                (page.hits.len(), page.next_offset, page.limit, page.total),
+                (n, next, used, total),
+                "{limit}/{offset}"
+            );
             if n > 0 {
                 assert_eq!(names(&page), all[offset..offset + n], "pages are slices of one order");
             }
@@ -1084,9 +1260,13 @@ mod tests {
     #[test]
     fn regex_mode() {
         let index = everything();
-        let page = index.search(&SearchQuery::new("^github_(create|list)").with_regex(true)).unwrap();
+        let page = index
+            .search(&SearchQuery::new("^github_(create|list)").with_regex(true))
+            .unwrap();
         assert_eq!(names(&page), ["github_create_issue", "github_list_issues"]);
-        let page = index.search(&SearchQuery::new("REPOSITOR(y|ies)").with_regex(true)).unwrap();
+        let page = index
+            .search(&SearchQuery::new("REPOSITOR(y|ies)").with_regex(true))
+            .unwrap();
         assert_eq!(page.total, 4);
         let long = "a".repeat(257);
         assert!(matches!(
@@ -1094,10 +1274,20 @@ mod tests {
             Err(Error::QueryTooLong { len: 257, max: 256 })
         ));
         let ok = "é".repeat(256);
-        assert!(index.search(&SearchQuery::new(ok).with_regex(true)).is_ok(), "256 characters (512 bytes) is allowed");
-        let err = index.search(&SearchQuery::new("(unclosed").with_regex(true)).unwrap_err();
-        assert!(err.to_string().starts_with("regex query `(unclosed` is invalid: "), "{err}");
-        let err = index.search(&SearchQuery::new(r"\w{1000}{1000}").with_regex(true)).unwrap_err();
+        assert!(
+            index.search(&SearchQuery::new(ok).with_regex(true)).is_ok(),
+            "256 characters (512 bytes) is allowed"
+        );
+        let err = index
+            .search(&SearchQuery::new("(unclosed").with_regex(true))
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with("regex query `(unclosed` is invalid: "),
+            "{err}"
+        );
+        let err = index
+            .search(&SearchQuery::new(r"\w{1000}{1000}").with_regex(true))
+            .unwrap_err();
         assert!(err.to_string().contains("exceeds"), "{err}");
     }
 
@@ -1122,7 +1312,10 @@ mod tests {
         ]);
         let found = |name: &str, server: Option<&str>| match index.find(name, server) {
             Lookup::Found(d) => format!("found {}", d.name),
-            Lookup::Ambiguous(ds) => format!("ambiguous {}", ds.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(",")),
+            Lookup::Ambiguous(ds) => format!(
+                "ambiguous {}",
+                ds.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(",")
+            ),
             Lookup::NotFound => "not found".to_string(),
         };
         let cases: &[(&str, Option<&str>, &str)] = &[

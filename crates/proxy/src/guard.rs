@@ -1,0 +1,672 @@
+//! The output guard: long text is cut on a UTF-8 boundary keeping head and tail around a visible marker, the full
+//! text spilled to a private file; binary payloads become files. [`SpillDir`] owns those files: a 0700 temporary
+//! directory of 0600 files with a bounded total size (oldest evicted), removed when the value is dropped.
+
+use std::collections::VecDeque;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use base64::Engine;
+use pimcp_config::OutputGuard;
+use rmcp::model::{CallToolResult, ContentBlock};
+
+use crate::error::{Error, Result};
+use crate::render::{Binary, BinaryKind, Piece, Rendered, human_bytes};
+use crate::text::{Category, with_category};
+
+/// Largest binary payload (decoded) written to a file.
+pub const MAX_BLOB_BYTES: u64 = 10 * 1024 * 1024;
+/// Default total size of a [`SpillDir`]'s files.
+pub const DEFAULT_SPILL_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
+/// Prefix of spill directories in the temporary directory.
+pub const SPILL_DIR_PREFIX: &str = "pimcp-output-";
+
+/// A private directory of spill files, removed (with its files) on drop.
+///
+/// Writes are serialized internally, so one value can be shared by concurrent calls.
+#[derive(Debug)]
+pub struct SpillDir {
+    dir: tempfile::TempDir,
+    budget_bytes: u64,
+    state: Mutex<SpillState>,
+}
+
+#[derive(Debug, Default)]
+struct SpillState {
+    /// Oldest first.
+    files: VecDeque<(PathBuf, u64)>,
+    total_bytes: u64,
+    next_id: u64,
+}
+
+impl SpillDir {
+    /// A spill directory in the system temporary directory with the default budget.
+    pub fn new() -> Result<SpillDir> {
+        SpillDir::new_in(&std::env::temp_dir(), DEFAULT_SPILL_BUDGET_BYTES)
+    }
+
+    /// A spill directory under `parent` whose files never total more than `budget_bytes`.
+    pub fn new_in(parent: &Path, budget_bytes: u64) -> Result<SpillDir> {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(SPILL_DIR_PREFIX);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            builder.permissions(fs::Permissions::from_mode(0o700));
+        }
+        let dir = builder.tempdir_in(parent).map_err(|source| Error::Spill {
+            action: "create spill directory in",
+            path: parent.to_path_buf(),
+            source,
+        })?;
+        Ok(SpillDir {
+            dir,
+            budget_bytes,
+            state: Mutex::new(SpillState::default()),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Bytes currently held in spill files.
+    pub fn total_bytes(&self) -> u64 {
+        self.state.lock().map_or(0, |s| s.total_bytes)
+    }
+
+    /// Writes `bytes` to a new 0600 file `<stem>-<n>.<ext>`, first evicting the oldest files as needed to stay within
+    /// the budget. Errors when `bytes` alone exceed the budget or the file cannot be written.
+    pub fn write(&self, stem: &str, ext: &str, bytes: &[u8]) -> Result<PathBuf> {
+        let size = bytes.len() as u64;
+        if size > self.budget_bytes {
+            return Err(Error::SpillBudget {
+                size,
+                budget: self.budget_bytes,
+            });
+        }
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while state.total_bytes + size > self.budget_bytes {
+            let Some((old, old_size)) = state.files.pop_front() else {
+                break;
+            };
+            match fs::remove_file(&old) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => tracing::warn!(path = %old.display(), error = %e, "could not remove evicted spill file"),
+            }
+            state.total_bytes = state.total_bytes.saturating_sub(old_size);
+        }
+        state.next_id += 1;
+        let path = self.dir.path().join(format!("{stem}-{:06}.{ext}", state.next_id));
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let write = || -> std::io::Result<()> {
+            let mut file = options.open(&path)?;
+            file.write_all(bytes)?;
+            file.flush()
+        };
+        if let Err(source) = write() {
+            let _ = fs::remove_file(&path);
+            return Err(Error::Spill {
+                action: "write spill file",
+                path,
+                source,
+            });
+        }
+        state.total_bytes += size;
+        state.files.push_back((path.clone(), size));
+        Ok(path)
+    }
+}
+
+/// What the guard did, for logs and result metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GuardReport {
+    pub truncated: bool,
+    pub original_bytes: usize,
+    pub original_lines: usize,
+    pub returned_bytes: usize,
+    pub returned_lines: usize,
+    /// The file holding the full text, when it was cut and saved.
+    pub full_output: Option<PathBuf>,
+    /// Why the full text was not saved, when it was cut but not saved.
+    pub spill_error: Option<String>,
+    /// Files written for binary payloads.
+    pub files: Vec<PathBuf>,
+}
+
+/// A guarded result: one text block (all text joined by newlines) followed by the images.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guarded {
+    pub content: Vec<ContentBlock>,
+    pub is_error: bool,
+    pub report: GuardReport,
+}
+
+impl Guarded {
+    /// The result to return to the host; an upstream error becomes an error result with category `tool-error`.
+    pub fn into_call_result(self) -> CallToolResult {
+        if self.is_error {
+            with_category(CallToolResult::error(self.content), Category::ToolError)
+        } else {
+            CallToolResult::success(self.content)
+        }
+    }
+}
+
+/// Applies the guard to a rendered result: binary payloads are written to `spill` (when given) and noted; the joined
+/// text is cut per `guard` (`None` disables cutting) with the full text saved to `spill`.
+pub fn apply_guard(rendered: Rendered, guard: Option<&OutputGuard>, spill: Option<&SpillDir>) -> Guarded {
+    let mut report = GuardReport::default();
+    let mut texts: Vec<String> = Vec::new();
+    let mut images: Vec<ContentBlock> = Vec::new();
+    for piece in rendered.pieces {
+        match piece {
+            Piece::Text(text) => texts.push(text),
+            Piece::Image(image) => images.push(ContentBlock::Image(image)),
+            Piece::Binary(binary) => texts.push(save_binary(&binary, spill, &mut report)),
+            #[allow(unreachable_patterns)] // `Piece` is non-exhaustive for other crates only
+            _ => {}
+        }
+    }
+    let mut content = Vec::with_capacity(1 + images.len());
+    if !texts.is_empty() {
+        let joined = texts.join("\n");
+        report.original_bytes = joined.len();
+        report.original_lines = count_lines(&joined);
+        let text = match guard {
+            Some(limits) => guard_text(joined, limits, spill, &mut report),
+            None => joined,
+        };
+        report.returned_bytes = text.len();
+        report.returned_lines = count_lines(&text);
+        content.push(ContentBlock::text(text));
+    }
+    content.extend(images);
+    Guarded {
+        content,
+        is_error: rendered.is_error,
+        report,
+    }
+}
+
+fn guard_text(text: String, limits: &OutputGuard, spill: Option<&SpillDir>, report: &mut GuardReport) -> String {
+    let total_lines = count_lines(&text);
+    if text.len() <= limits.max_bytes && total_lines <= limits.max_lines {
+        return text;
+    }
+    let saved = match spill {
+        Some(dir) => dir.write("output", "txt", text.as_bytes()).map_err(|e| e.to_string()),
+        None => Err("no spill directory".to_string()),
+    };
+    let where_ = match &saved {
+        Ok(path) => format!("full output: {}", path.display()),
+        Err(reason) => format!("full output not saved: {reason}"),
+    };
+    let worst_marker = marker(total_lines, total_lines, text.len(), &where_);
+    let Some(cut) = cut_text(&text, limits.max_bytes, limits.max_lines, worst_marker.len() + 2) else {
+        return text;
+    };
+    let marker = marker(cut.omitted_lines, total_lines, cut.omitted_bytes, &where_);
+    let mut out = String::with_capacity(cut.head.len() + marker.len() + cut.tail.len() + 2);
+    out.push_str(cut.head);
+    if !cut.head.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(&marker);
+    if !cut.tail.is_empty() {
+        out.push('\n');
+        out.push_str(cut.tail);
+    }
+    report.truncated = true;
+    match saved {
+        Ok(path) => report.full_output = Some(path),
+        Err(reason) => report.spill_error = Some(reason),
+    }
+    out
+}
+
+fn marker(omitted_lines: usize, total_lines: usize, omitted_bytes: usize, where_: &str) -> String {
+    format!(
+        "[… omitted {omitted_lines} of {total_lines} lines, {}; {where_} …]",
+        human_bytes(omitted_bytes as u64)
+    )
+}
+
+fn save_binary(binary: &Binary, spill: Option<&SpillDir>, report: &mut GuardReport) -> String {
+    let mime = binary.mime_type.as_deref().unwrap_or("application/octet-stream");
+    let label = match (binary.kind, &binary.uri) {
+        (BinaryKind::Resource, Some(uri)) => format!("Resource: {uri}"),
+        (BinaryKind::Resource, None) => "Resource".to_string(),
+        (BinaryKind::Audio, _) => "Audio".to_string(),
+    };
+    let estimate = (binary.base64.len() as u64 / 4) * 3;
+    if estimate > MAX_BLOB_BYTES + 3 {
+        return format!(
+            "[{label} ({mime}, about {}) not saved: larger than the {} limit]",
+            human_bytes(estimate),
+            human_bytes(MAX_BLOB_BYTES)
+        );
+    }
+    let Some(bytes) = decode_base64(&binary.base64) else {
+        return format!("[{label} ({mime}) not saved: the data is not valid base64]");
+    };
+    let size = human_bytes(bytes.len() as u64);
+    if bytes.len() as u64 > MAX_BLOB_BYTES {
+        return format!(
+            "[{label} ({mime}, {size}) not saved: larger than the {} limit]",
+            human_bytes(MAX_BLOB_BYTES)
+        );
+    }
+    let Some(dir) = spill else {
+        return format!("[{label} ({mime}, {size}) not saved: no spill directory]");
+    };
+    let stem = match binary.kind {
+        BinaryKind::Resource => "resource",
+        BinaryKind::Audio => "audio",
+    };
+    match dir.write(stem, extension_for(mime), &bytes) {
+        Ok(path) => {
+            let note = format!("[{label} ({mime}, {size}) saved to {}]", path.display());
+            report.files.push(path);
+            note
+        }
+        Err(e) => format!("[{label} ({mime}, {size}) not saved: {e}]"),
+    }
+}
+
+fn decode_base64(data: &str) -> Option<Vec<u8>> {
+    let compact: String = data.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let engines = [
+        base64::engine::general_purpose::STANDARD,
+        base64::engine::general_purpose::STANDARD_NO_PAD,
+    ];
+    engines.iter().find_map(|engine| engine.decode(compact.as_bytes()).ok())
+}
+
+fn extension_for(mime: &str) -> &'static str {
+    let essence = mime.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    match essence.as_str() {
+        "image/png" => "png",
+        "image/jpeg" => "jpg",
+        "image/gif" => "gif",
+        "image/webp" => "webp",
+        "image/svg+xml" => "svg",
+        "application/pdf" => "pdf",
+        "application/json" => "json",
+        "application/zip" => "zip",
+        "application/gzip" => "gz",
+        "text/plain" => "txt",
+        "text/html" => "html",
+        "text/csv" => "csv",
+        "audio/wav" | "audio/x-wav" | "audio/wave" => "wav",
+        "audio/mpeg" | "audio/mp3" => "mp3",
+        "audio/ogg" => "ogg",
+        "audio/webm" => "webm",
+        _ => "bin",
+    }
+}
+
+/// Lines in `text`: a final newline ends the last line rather than starting another.
+pub(crate) fn count_lines(text: &str) -> usize {
+    if text.is_empty() {
+        return 0;
+    }
+    text.bytes().filter(|&b| b == b'\n').count() + usize::from(!text.ends_with('\n'))
+}
+
+/// Head and tail kept from a text that exceeds its limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Cut<'a> {
+    pub head: &'a str,
+    pub tail: &'a str,
+    pub omitted_lines: usize,
+    pub omitted_bytes: usize,
+}
+
+/// Cuts `text` to at most `max_bytes` (less `reserve_bytes` kept for the marker) and `max_lines` (one kept for the
+/// marker), half for the head and half for the tail, on UTF-8 boundaries. `None` when it already fits.
+pub(crate) fn cut_text(text: &str, max_bytes: usize, max_lines: usize, reserve_bytes: usize) -> Option<Cut<'_>> {
+    let total_lines = count_lines(text);
+    if text.len() <= max_bytes && total_lines <= max_lines {
+        return None;
+    }
+    let line_budget = max_lines.saturating_sub(1);
+    let head_lines = line_budget.div_ceil(2);
+    let tail_lines = line_budget - head_lines;
+    let byte_budget = max_bytes.saturating_sub(reserve_bytes);
+    let head_bytes = byte_budget.div_ceil(2);
+    let tail_bytes = byte_budget / 2;
+
+    let by_lines = if head_lines == 0 {
+        0
+    } else {
+        text.match_indices('\n')
+            .nth(head_lines - 1)
+            .map_or(text.len(), |(i, _)| i)
+    };
+    let head_end = floor_char_boundary(text, by_lines.min(head_bytes));
+
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    let tail_by_lines = if tail_lines == 0 {
+        text.len()
+    } else {
+        body.rmatch_indices('\n').nth(tail_lines - 1).map_or(0, |(i, _)| i + 1)
+    };
+    let tail_start = ceil_char_boundary(text, tail_by_lines.max(text.len().saturating_sub(tail_bytes))).max(head_end);
+    let (head, tail) = (&text[..head_end], &text[tail_start..]);
+
+    let newlines_before = |i: usize| text.as_bytes()[..i].iter().filter(|&&b| b == b'\n').count();
+    let head_shown = if head.is_empty() {
+        0
+    } else {
+        newlines_before(head_end) + 1
+    };
+    let tail_first = newlines_before(tail_start);
+    let tail_shown = if tail.is_empty() { 0 } else { total_lines - tail_first };
+    let shared = usize::from(!head.is_empty() && !tail.is_empty() && head_shown - 1 == tail_first);
+    let omitted_lines = total_lines.saturating_sub(head_shown + tail_shown - shared);
+    Some(Cut {
+        head,
+        tail,
+        omitted_lines,
+        omitted_bytes: tail_start - head_end,
+    })
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use base64::Engine;
+    use rmcp::model::ImageContent;
+
+    use super::*;
+
+    fn limits(max_bytes: usize, max_lines: usize) -> OutputGuard {
+        OutputGuard { max_bytes, max_lines }
+    }
+
+    fn text_of(g: &Guarded) -> &str {
+        g.content
+            .first()
+            .and_then(|c| c.as_text())
+            .map(|t| t.text.as_str())
+            .unwrap_or_default()
+    }
+
+    fn rendered(pieces: Vec<Piece>) -> Rendered {
+        Rendered {
+            pieces,
+            is_error: false,
+        }
+    }
+
+    #[test]
+    fn count_lines_table() {
+        for (text, n) in [
+            ("", 0),
+            ("a", 1),
+            ("a\n", 1),
+            ("a\nb", 2),
+            ("a\nb\n", 2),
+            ("\n", 1),
+            ("\n\n", 2),
+        ] {
+            assert_eq!(count_lines(text), n, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn cut_table() {
+        let ten: String = (1..=10).map(|i| format!("line{i}\n")).collect();
+        // (text, max_bytes, max_lines, reserve) -> (head, tail, omitted lines, omitted bytes)
+        let cases: Vec<(&str, usize, usize, usize, Option<(&str, &str, usize, usize)>)> = vec![
+            (&ten, 1000, 10, 0, None),
+            (&ten, 1000, 5, 0, Some(("line1\nline2", "line9\nline10\n", 6, 37))),
+            (&ten, 1000, 4, 0, Some(("line1\nline2", "line10\n", 7, 43))),
+            // 10 bytes each side: line 2 and line 9 are shown in part.
+            (&ten, 20, 100, 0, Some(("line1\nline", "e9\nline10\n", 6, 41))),
+            ("aaaaaaaaaa", 4, 10, 0, Some(("aa", "aa", 0, 6))),
+            ("abc", 0, 0, 0, Some(("", "", 1, 3))),
+        ];
+        for (text, max_bytes, max_lines, reserve, want) in cases {
+            let got = cut_text(text, max_bytes, max_lines, reserve)
+                .map(|c| (c.head, c.tail, c.omitted_lines, c.omitted_bytes));
+            assert_eq!(got, want, "{max_bytes}/{max_lines}");
+        }
+    }
+
+    #[test]
+    fn cut_lands_on_utf8_boundaries() {
+        // Every limit cuts inside some multibyte character of this text at least once.
+        let text = "é漢🙂".repeat(200);
+        for max_bytes in 1..64 {
+            let cut = cut_text(&text, max_bytes, 10, 0).unwrap();
+            assert!(cut.head.len() + cut.tail.len() <= max_bytes, "{max_bytes}");
+            assert_eq!(cut.head.len() + cut.omitted_bytes + cut.tail.len(), text.len());
+        }
+        let cut = cut_text(&text, 8, 10, 0).unwrap();
+        assert_eq!(
+            (cut.head, cut.tail),
+            ("é", "🙂"),
+            "a 4-byte head keeps `é` (2 bytes) but not `漢` (3 more)"
+        );
+    }
+
+    #[test]
+    fn huge_output_is_cut_and_spilled_0600_and_cleaned_on_drop() {
+        let parent = tempfile::tempdir().unwrap();
+        let spill = SpillDir::new_in(parent.path(), DEFAULT_SPILL_BUDGET_BYTES).unwrap();
+        let dir = spill.path().to_path_buf();
+        let text: String = (0..100_000)
+            .map(|i| format!("row {i}: {}\n", "漢字".repeat(i % 7)))
+            .collect();
+        let g = apply_guard(
+            rendered(vec![Piece::Text(text.clone())]),
+            Some(&OutputGuard::DEFAULT),
+            Some(&spill),
+        );
+        let out = text_of(&g);
+        assert!(out.len() <= OutputGuard::DEFAULT.max_bytes, "{}", out.len());
+        assert!(count_lines(out) <= OutputGuard::DEFAULT.max_lines);
+        assert!(out.starts_with("row 0: \nrow 1: 漢字\n"));
+        assert!(
+            out.ends_with("row 99999: 漢字漢字漢字漢字\n"),
+            "{}",
+            &out[out.len() - 40..]
+        );
+        let path = g.report.full_output.clone().unwrap();
+        let omitted = out.lines().find(|l| l.starts_with("[… omitted ")).unwrap();
+        assert!(
+            omitted.ends_with(&format!("; full output: {} …]", path.display())),
+            "{omitted}"
+        );
+        assert!(omitted.contains(" of 100000 lines, "), "{omitted}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), text);
+        assert!(g.report.truncated);
+        assert_eq!(
+            (g.report.original_bytes, g.report.original_lines),
+            (text.len(), 100_000)
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+            assert_eq!(fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+        }
+        drop(spill);
+        assert!(!path.exists() && !dir.exists(), "spill directory removed on drop");
+    }
+
+    #[test]
+    fn many_short_lines_are_cut_by_line_count() {
+        let text: String = (0..5000).map(|i| format!("{i}\n")).collect();
+        let g = apply_guard(rendered(vec![Piece::Text(text)]), Some(&limits(1 << 20, 11)), None);
+        let out = text_of(&g);
+        insta::assert_snapshot!(out, @r"
+        0
+        1
+        2
+        3
+        4
+        [… omitted 4990 of 5000 lines, 23.3 KiB; full output not saved: no spill directory …]
+        4995
+        4996
+        4997
+        4998
+        4999
+        ");
+        assert_eq!(g.report.spill_error.as_deref(), Some("no spill directory"));
+    }
+
+    #[test]
+    fn disabled_guard_and_small_output_pass_through() {
+        let big = "x".repeat(200_000);
+        let g = apply_guard(rendered(vec![Piece::Text(big.clone())]), None, None);
+        assert_eq!(text_of(&g), big);
+        assert!(!g.report.truncated);
+        let g = apply_guard(
+            rendered(vec![Piece::Text("a".into()), Piece::Text("b".into())]),
+            Some(&OutputGuard::DEFAULT),
+            None,
+        );
+        assert_eq!(text_of(&g), "a\nb");
+    }
+
+    #[test]
+    fn images_pass_through_after_text() {
+        let image = ImageContent::new("iVBORw0KGgo=", "image/png");
+        let g = apply_guard(
+            rendered(vec![Piece::Image(image.clone()), Piece::Text("caption".into())]),
+            None,
+            None,
+        );
+        assert_eq!(g.content.len(), 2);
+        assert_eq!(text_of(&g), "caption");
+        assert_eq!(g.content[1].as_image(), Some(&image));
+    }
+
+    #[test]
+    fn binaries_become_files() {
+        let parent = tempfile::tempdir().unwrap();
+        let spill = SpillDir::new_in(parent.path(), DEFAULT_SPILL_BUDGET_BYTES).unwrap();
+        let pdf = b"%PDF-1.4 fake".to_vec();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&pdf);
+        let pieces = vec![
+            Piece::Binary(Binary {
+                kind: BinaryKind::Resource,
+                uri: Some("file:///a.pdf".into()),
+                mime_type: Some("application/pdf".into()),
+                base64: b64.clone(),
+            }),
+            Piece::Binary(Binary {
+                kind: BinaryKind::Audio,
+                uri: None,
+                mime_type: Some("audio/wav".into()),
+                base64: "UklGRg".into(),
+            }),
+            Piece::Binary(Binary {
+                kind: BinaryKind::Resource,
+                uri: Some("x:bad".into()),
+                mime_type: None,
+                base64: "@@@".into(),
+            }),
+            Piece::Binary(Binary {
+                kind: BinaryKind::Resource,
+                uri: Some("x:big".into()),
+                mime_type: None,
+                base64: "A".repeat(14 << 20),
+            }),
+        ];
+        let g = apply_guard(rendered(pieces), Some(&OutputGuard::DEFAULT), Some(&spill));
+        assert_eq!(g.report.files.len(), 2);
+        assert_eq!(fs::read(&g.report.files[0]).unwrap(), pdf);
+        assert!(g.report.files[0].to_string_lossy().ends_with(".pdf"));
+        assert_eq!(fs::read(&g.report.files[1]).unwrap(), b"RIFF");
+        let lines: Vec<String> = text_of(&g)
+            .lines()
+            .map(|l| l.replace(&spill.path().display().to_string(), "DIR"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "[Resource: file:///a.pdf (application/pdf, 13 bytes) saved to DIR/resource-000001.pdf]",
+                "[Audio (audio/wav, 4 bytes) saved to DIR/audio-000002.wav]",
+                "[Resource: x:bad (application/octet-stream) not saved: the data is not valid base64]",
+                "[Resource: x:big (application/octet-stream, about 10.5 MiB) not saved: larger than the 10.0 MiB limit]",
+            ]
+        );
+    }
+
+    #[test]
+    fn spill_budget_evicts_oldest() {
+        let parent = tempfile::tempdir().unwrap();
+        let spill = SpillDir::new_in(parent.path(), 100).unwrap();
+        let a = spill.write("f", "txt", &[b'a'; 40]).unwrap();
+        let b = spill.write("f", "txt", &[b'b'; 40]).unwrap();
+        let c = spill.write("f", "txt", &[b'c'; 40]).unwrap();
+        assert!(!a.exists() && b.exists() && c.exists());
+        assert_eq!(spill.total_bytes(), 80);
+        let err = spill.write("f", "txt", &[0; 101]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "output of 101 bytes exceeds the spill budget of 100 bytes"
+        );
+        // A cut whose full text does not fit the budget still returns the cut, saying why nothing was saved.
+        let g = apply_guard(
+            rendered(vec![Piece::Text("y\n".repeat(200))]),
+            Some(&limits(300, 10)),
+            Some(&spill),
+        );
+        assert!(
+            text_of(&g)
+                .contains("; full output not saved: output of 400 bytes exceeds the spill budget of 100 bytes …]")
+        );
+    }
+
+    #[test]
+    fn upstream_errors_stay_errors() {
+        let g = apply_guard(
+            Rendered {
+                pieces: vec![Piece::Text("bad input".into())],
+                is_error: true,
+            },
+            None,
+            None,
+        );
+        let result = g.into_call_result();
+        assert_eq!(result.is_error, Some(true));
+        assert_eq!(result.content[0].as_text().unwrap().text, "bad input");
+        let meta = serde_json::to_value(&result).unwrap();
+        assert_eq!(meta["_meta"]["pimcp/category"], "tool-error");
+    }
+}

@@ -1,0 +1,438 @@
+//! Tool arguments before a call (parsing `args`, catching mis-nested proxy parameters, JSON Schema validation with the
+//! expected shape in the message) and `structuredContent` against a tool's output schema after it.
+//!
+//! Validation uses the `jsonschema` crate (draft 4 to 2020-12, picked from `$schema`, 2020-12 when absent as MCP
+//! specifies), built with default features off: it never fetches remote `$ref`s (no network from a tool schema, and
+//! no second `reqwest`/TLS stack in the build), and `pattern` keywords use the linear-time `regex` engine so a hostile
+//! schema cannot stall a call. A schema that does not compile (invalid, or with a remote `$ref`) is reported and
+//! skipped, as the incumbent does: the server still validates.
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::shapes::shape;
+
+/// Problems listed in one validation message; the rest are counted.
+pub const MAX_LISTED_PROBLEMS: usize = 8;
+
+/// Top-level parameters of the `mcp` tool that, found inside `args`, reveal a mis-nested proxy call.
+const GATEWAY_KEYS: &[&str] = &[
+    "tool",
+    "args",
+    "server",
+    "search",
+    "regex",
+    "limit",
+    "offset",
+    "describe",
+    "instructions",
+    "connect",
+    "action",
+];
+
+/// Turns the `args` parameter into a JSON object: absent, `null` or an empty string mean `{}`; a string must hold a
+/// JSON object; anything else is an error naming what was given.
+pub fn parse_args(args: Option<&Value>) -> Result<Map<String, Value>> {
+    match args {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(map)) => Ok(map.clone()),
+        Some(Value::String(text)) if text.trim().is_empty() => Ok(Map::new()),
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => Ok(map),
+            Ok(other) => Err(Error::InvalidArgs(format!(
+                "`args` must be a JSON object, but the string holds {}",
+                json_kind(&other)
+            ))),
+            Err(e) => Err(Error::InvalidArgs(format!(
+                "`args` is a string but not valid JSON: {e}"
+            ))),
+        },
+        Some(other) => Err(Error::InvalidArgs(format!(
+            "`args` must be a JSON object, got {}",
+            json_kind(other)
+        ))),
+    }
+}
+
+/// Rejects `args` that look like a whole proxy call nested one level too deep (`args: {tool, args}`), unless the
+/// tool itself declares those parameters.
+pub fn check_not_nested(args: &Map<String, Value>, input_schema: &Value) -> Result<()> {
+    let declared = |key: &str| {
+        input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.contains_key(key))
+    };
+    let suspicious = ["tool", "args"].iter().any(|k| args.contains_key(*k) && !declared(k));
+    let all_gateway = args.keys().all(|k| GATEWAY_KEYS.contains(&k.as_str()) && !declared(k));
+    if suspicious && all_gateway {
+        let keys: Vec<String> = args.keys().map(|k| format!("`{k}`")).collect();
+        return Err(Error::InvalidArgs(format!(
+            "`args` holds mcp parameters ({}); pass them at the top level: mcp({{tool: \"name\", args: {{…}}}})",
+            keys.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// A tool's input schema compiled once, with its parameter shape; reuse it for every call of that tool.
+#[derive(Debug)]
+pub struct ArgsValidator {
+    tool: String,
+    validator: Option<jsonschema::Validator>,
+    schema_problem: Option<String>,
+    shape: String,
+}
+
+impl ArgsValidator {
+    /// Compiles `input_schema` for tool `tool`. Never fails: an unusable schema is recorded and skipped.
+    pub fn new(tool: &str, input_schema: &Value) -> ArgsValidator {
+        let (validator, schema_problem) = match compile(input_schema) {
+            Ok(v) => (Some(v), None),
+            Err(problem) => (None, Some(problem)),
+        };
+        ArgsValidator {
+            tool: tool.to_string(),
+            validator,
+            schema_problem,
+            shape: shape(Some(input_schema)),
+        }
+    }
+
+    /// Why the schema is not used, when it is not.
+    pub fn schema_problem(&self) -> Option<&str> {
+        self.schema_problem.as_deref()
+    }
+
+    /// The expected parameters, as a compact shape.
+    pub fn shape(&self) -> &str {
+        &self.shape
+    }
+
+    /// Checks `args`; the error lists the problems and the expected parameters.
+    pub fn check(&self, args: &Map<String, Value>) -> Result<()> {
+        let Some(validator) = &self.validator else {
+            return Ok(());
+        };
+        let instance = Value::Object(args.clone());
+        let problems = problems(validator, &instance);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let mut message = format!("arguments for `{}` do not match its input schema:\n", self.tool);
+        for p in problems.iter().take(MAX_LISTED_PROBLEMS) {
+            message.push_str(&format!("- {p}\n"));
+        }
+        if problems.len() > MAX_LISTED_PROBLEMS {
+            message.push_str(&format!("- … and {} more\n", problems.len() - MAX_LISTED_PROBLEMS));
+        }
+        message.push_str(&format!("expected parameters: {}", self.shape));
+        Err(Error::ArgsDoNotMatchSchema {
+            tool: self.tool.clone(),
+            problems,
+            message,
+        })
+    }
+}
+
+/// The outcome of checking `structuredContent` against an output schema. Mismatches are reported, never hidden.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputReport {
+    /// The content matches (or the schema could not be used; see `schema_problem`).
+    pub valid: bool,
+    pub problems: Vec<String>,
+    pub schema_problem: Option<String>,
+}
+
+impl OutputReport {
+    /// One line for logs and the model, e.g. `structuredContent does not match the output schema: /n: …`.
+    pub fn summary(&self) -> String {
+        if let Some(problem) = &self.schema_problem {
+            return format!("output schema not checked: {problem}");
+        }
+        if self.valid {
+            return "structuredContent matches the output schema".to_string();
+        }
+        format!(
+            "structuredContent does not match the output schema: {}",
+            self.problems.join("; ")
+        )
+    }
+}
+
+/// Checks a result's `structuredContent` against the tool's `outputSchema` (any draft the validator knows; draft-07
+/// and 2020-12 are the common ones). A tool with an output schema must return structured content: absence is a
+/// problem.
+pub fn validate_output(structured: Option<&Value>, output_schema: &Value) -> OutputReport {
+    let Some(structured) = structured else {
+        return OutputReport {
+            valid: false,
+            problems: vec!["the tool declares an output schema but returned no structuredContent".to_string()],
+            schema_problem: None,
+        };
+    };
+    match compile(output_schema) {
+        Err(problem) => OutputReport {
+            valid: true,
+            problems: Vec::new(),
+            schema_problem: Some(problem),
+        },
+        Ok(validator) => {
+            let problems = problems(&validator, structured);
+            OutputReport {
+                valid: problems.is_empty(),
+                problems,
+                schema_problem: None,
+            }
+        }
+    }
+}
+
+fn compile(schema: &Value) -> std::result::Result<jsonschema::Validator, String> {
+    if !schema.is_object() && !schema.is_boolean() {
+        return Err(format!("schema is {}, not an object", json_kind(schema)));
+    }
+    jsonschema::options()
+        .with_pattern_options(jsonschema::PatternOptions::regex())
+        .build(schema)
+        .map_err(|e| format!("schema does not compile: {}", e.masked()))
+}
+
+/// Problems in a stable order (the validator's order follows its internal maps): by instance path, root first.
+fn problems(validator: &jsonschema::Validator, instance: &Value) -> Vec<String> {
+    let mut found: Vec<(String, String)> = validator
+        .iter_errors(instance)
+        .map(|e| (e.instance_path().to_string(), e.masked().to_string()))
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+        .into_iter()
+        .map(|(path, message)| {
+            if path.is_empty() {
+                message
+            } else {
+                format!("at {path}: {message}")
+            }
+        })
+        .collect()
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn parse_args_table() {
+        let ok: Vec<(Option<Value>, Value)> = vec![
+            (None, json!({})),
+            (Some(json!(null)), json!({})),
+            (Some(json!("")), json!({})),
+            (Some(json!("  ")), json!({})),
+            (Some(json!({"a": 1})), json!({"a": 1})),
+            (Some(json!("{\"a\": [1, \"名\"]}")), json!({"a": [1, "名"]})),
+        ];
+        for (input, want) in ok {
+            assert_eq!(Value::Object(parse_args(input.as_ref()).unwrap()), want, "{input:?}");
+        }
+        let bad: Vec<(Value, &str)> = vec![
+            (json!([1, 2]), "`args` must be a JSON object, got an array"),
+            (json!(3), "`args` must be a JSON object, got a number"),
+            (json!(true), "`args` must be a JSON object, got a boolean"),
+            (
+                json!("[1]"),
+                "`args` must be a JSON object, but the string holds an array",
+            ),
+            (
+                json!("\"x\""),
+                "`args` must be a JSON object, but the string holds a string",
+            ),
+            (
+                json!("{a: 1}"),
+                "`args` is a string but not valid JSON: key must be a string at line 1 column 2",
+            ),
+        ];
+        for (input, want) in bad {
+            assert_eq!(parse_args(Some(&input)).unwrap_err().to_string(), want);
+        }
+    }
+
+    #[test]
+    fn nested_gateway_keys_table() {
+        let plain = json!({"type": "object", "properties": {"message": {"type": "string"}}});
+        let declares_tool = json!({"type": "object", "properties": {"tool": {"type": "string"}, "args": {}}});
+        let cases: Vec<(Value, &Value, bool)> = vec![
+            (json!({"tool": "echo", "args": {"message": "hi"}}), &plain, false),
+            (json!({"tool": "echo", "server": "everything"}), &plain, false),
+            (json!({"args": {"message": "hi"}}), &plain, false),
+            (json!({"tool": "echo", "args": {}}), &declares_tool, true),
+            (json!({"message": "hi", "tool": "x"}), &plain, true),
+            (json!({"server": "x"}), &plain, true),
+            (json!({"message": "hi"}), &plain, true),
+        ];
+        for (args, schema, ok) in cases {
+            let result = check_not_nested(args.as_object().unwrap(), schema);
+            assert_eq!(result.is_ok(), ok, "{args}: {result:?}");
+        }
+        let err = check_not_nested(json!({"tool": "echo", "args": {}}).as_object().unwrap(), &plain).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`args` holds mcp parameters (`tool`, `args`); pass them at the top level: mcp({tool: \"name\", args: {…}})"
+        );
+    }
+
+    #[test]
+    fn validation_message_lists_problems_and_shape() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"message": {"type": "string"}, "count": {"type": "integer", "minimum": 1}},
+            "required": ["message"],
+            "additionalProperties": false
+        });
+        let v = ArgsValidator::new("everything_echo", &schema);
+        assert_eq!(v.schema_problem(), None);
+        assert_eq!(v.shape(), "{message: string, count?: number}");
+        assert!(
+            v.check(json!({"message": "hi", "count": 2}).as_object().unwrap())
+                .is_ok()
+        );
+        let err = v
+            .check(json!({"count": 0, "extra": true}).as_object().unwrap())
+            .unwrap_err();
+        let Error::ArgsDoNotMatchSchema { problems, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        insta::assert_snapshot!(err.to_string(), @r#"
+        arguments for `everything_echo` do not match its input schema:
+        - "message" is a required property
+        - Additional properties are not allowed ('extra' was unexpected)
+        - at /count: value is less than the minimum of 1
+        expected parameters: {message: string, count?: number}
+        "#);
+    }
+
+    #[test]
+    fn many_problems_are_counted() {
+        let mut props = Map::new();
+        let mut required = Vec::new();
+        for i in 0..12 {
+            props.insert(format!("p{i}"), json!({"type": "string"}));
+            required.push(json!(format!("p{i}")));
+        }
+        let schema = json!({"type": "object", "properties": props, "required": required});
+        let err = ArgsValidator::new("t", &schema)
+            .check(&Map::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("- … and 4 more\n"), "{err}");
+    }
+
+    #[test]
+    fn unusable_schemas_are_skipped_with_a_reason() {
+        let cases = [
+            json!({"$ref": "https://example.invalid/schema.json"}),
+            json!({"type": "no-such-type"}),
+            json!("text"),
+        ];
+        for schema in cases {
+            let v = ArgsValidator::new("t", &schema);
+            assert!(v.schema_problem().is_some(), "{schema}");
+            assert!(v.check(json!({"anything": 1}).as_object().unwrap()).is_ok());
+        }
+    }
+
+    #[test]
+    fn hostile_pattern_is_linear() {
+        let schema = json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}});
+        let v = ArgsValidator::new("t", &schema);
+        assert_eq!(v.schema_problem(), None);
+        let s = format!("{}!", "a".repeat(100_000));
+        assert!(v.check(json!({"s": s}).as_object().unwrap()).is_err());
+    }
+
+    #[test]
+    fn output_validation_draft07_and_2020_12() {
+        let draft07 = json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": {"n": {"type": "number"}},
+            "type": "object",
+            "properties": {"sum": {"$ref": "#/definitions/n"}, "pair": {"type": "array", "items": [{"type": "string"}]}},
+            "required": ["sum"]
+        });
+        let draft2020 = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$defs": {"n": {"type": "number"}},
+            "type": "object",
+            "properties": {"sum": {"$ref": "#/$defs/n"}, "pair": {"prefixItems": [{"type": "string"}], "items": false}},
+            "required": ["sum"]
+        });
+        let cases: Vec<(&Value, Option<Value>, bool, Vec<&str>)> = vec![
+            (&draft07, Some(json!({"sum": 3})), true, vec![]),
+            (
+                &draft07,
+                Some(json!({"sum": "3"})),
+                false,
+                vec!["at /sum: value is not of type \"number\""],
+            ),
+            (&draft07, Some(json!({"sum": 1, "pair": ["a", 2]})), true, vec![]),
+            (&draft2020, Some(json!({"sum": 3, "pair": ["a"]})), true, vec![]),
+            (
+                &draft2020,
+                Some(json!({"sum": 1, "pair": ["a", 2]})),
+                false,
+                vec!["at /pair/1: False schema does not allow value"],
+            ),
+            (
+                &draft2020,
+                Some(json!({})),
+                false,
+                vec!["\"sum\" is a required property"],
+            ),
+            (
+                &draft2020,
+                None,
+                false,
+                vec!["the tool declares an output schema but returned no structuredContent"],
+            ),
+        ];
+        for (schema, structured, valid, problems) in cases {
+            let report = validate_output(structured.as_ref(), schema);
+            assert_eq!(
+                (
+                    report.valid,
+                    report.problems.iter().map(String::as_str).collect::<Vec<_>>()
+                ),
+                (valid, problems)
+            );
+        }
+        let report = validate_output(Some(&json!({"sum": "x"})), &draft2020);
+        assert_eq!(
+            report.summary(),
+            "structuredContent does not match the output schema: at /sum: value is not of type \"number\""
+        );
+        let report = validate_output(Some(&json!(1)), &json!({"$ref": "https://example.invalid/s.json"}));
+        assert!(
+            report.valid
+                && report
+                    .summary()
+                    .starts_with("output schema not checked: schema does not compile"),
+            "{report:?}"
+        );
+    }
+}
