@@ -65,7 +65,12 @@ pub struct ProcessOptions {
 
 impl Default for ProcessOptions {
     fn default() -> Self {
-        ProcessOptions { shim: ShimMode::Auto, close_grace: DEFAULT_CLOSE_GRACE, resolve_npx: true, npx_cache: None }
+        ProcessOptions {
+            shim: ShimMode::Auto,
+            close_grace: DEFAULT_CLOSE_GRACE,
+            resolve_npx: true,
+            npx_cache: None,
+        }
     }
 }
 
@@ -99,7 +104,11 @@ fn find_shim_auto() -> Option<PathBuf> {
     }
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
-    [Some(dir), dir.parent()].into_iter().flatten().map(|d| d.join(SHIM_BINARY)).find(|p| is_executable(p))
+    [Some(dir), dir.parent()]
+        .into_iter()
+        .flatten()
+        .map(|d| d.join(SHIM_BINARY))
+        .find(|p| is_executable(p))
 }
 
 pub(crate) fn is_executable(path: &Path) -> bool {
@@ -141,7 +150,10 @@ impl std::fmt::Debug for SpawnPlan {
             .field("n_args", &self.args.len())
             .field("cwd", &self.cwd)
             .field("inherit_env", &self.inherit_env)
-            .field("env_keys", &self.env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>())
+            .field(
+                "env_keys",
+                &self.env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            )
             .field("shim", &self.shim)
             .finish()
     }
@@ -163,7 +175,10 @@ impl SpawnPlan {
         let mut cmd = match &self.shim {
             Some(shim) => {
                 let mut c = tokio::process::Command::new(shim);
-                c.arg(SHIM_ARG).arg(our_pid.to_string()).arg(&self.program).args(&self.args);
+                c.arg(SHIM_ARG)
+                    .arg(our_pid.to_string())
+                    .arg(&self.program)
+                    .args(&self.args);
                 c
             }
             None => {
@@ -186,7 +201,10 @@ impl SpawnPlan {
         }
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         // SAFETY: runs between fork and exec; prctl and getppid are async-signal-safe and allocate nothing.
-        #[allow(unsafe_code, reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child")]
+        #[allow(
+            unsafe_code,
+            reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child"
+        )]
         unsafe {
             cmd.pre_exec(move || {
                 sys::set_parent_death_signal(libc::SIGKILL)?;
@@ -200,13 +218,27 @@ impl SpawnPlan {
         wrapped.wrap(ProcessGroup::leader());
         wrapped.wrap(KillOnDrop);
         let mut child = wrapped.spawn()?;
-        let pid = child.id().ok_or_else(|| std::io::Error::other("child exited before its pid was read"))?;
-        let stdin = child.stdin().take().ok_or_else(|| std::io::Error::other("child stdin missing"))?;
-        let stdout = child.stdout().take().ok_or_else(|| std::io::Error::other("child stdout missing"))?;
+        let pid = child
+            .id()
+            .ok_or_else(|| std::io::Error::other("child exited before its pid was read"))?;
+        let stdin = child
+            .stdin()
+            .take()
+            .ok_or_else(|| std::io::Error::other("child stdin missing"))?;
+        let stdout = child
+            .stdout()
+            .take()
+            .ok_or_else(|| std::io::Error::other("child stdout missing"))?;
         let stderr = child.stderr().take();
         let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
         Ok(Spawned {
-            child: ChildProcess { child, pid, pgid, shimmed: self.shim.is_some(), status: None },
+            child: ChildProcess {
+                child,
+                pid,
+                pgid,
+                shimmed: self.shim.is_some(),
+                status: None,
+            },
             stdin,
             stdout,
             stderr,
@@ -299,7 +331,10 @@ impl ChildProcess {
                 outcome = ShutdownOutcome::Killed;
                 let _ = sys::signal_group(self.pgid, libc::SIGKILL);
                 if !self.exited_within(KILL_WAIT).await {
-                    tracing::warn!(pid = self.pid, "process survived SIGKILL for {KILL_WAIT:?}; leaving it to the kernel");
+                    tracing::warn!(
+                        pid = self.pid,
+                        "process survived SIGKILL for {KILL_WAIT:?}; leaving it to the kernel"
+                    );
                     return ShutdownOutcome::Unreaped;
                 }
             }
@@ -378,14 +413,23 @@ mod tests {
         assert!(find_program("sh", Some(&path), Path::new("/")).is_some());
         assert!(find_program("sh", Some(&OsString::from("/nonexistent")), Path::new("/")).is_none());
         assert!(find_program("definitely-not-a-program-xyz", Some(&path), Path::new("/")).is_none());
-        assert_eq!(find_program("/bin/sh", None, Path::new("/")), Some(PathBuf::from("/bin/sh")));
+        assert_eq!(
+            find_program("/bin/sh", None, Path::new("/")),
+            Some(PathBuf::from("/bin/sh"))
+        );
     }
 
     #[test]
     fn explicit_and_disabled_shim_modes() {
-        let opts = ProcessOptions { shim: ShimMode::Path("/x/shim".into()), ..ProcessOptions::default() };
+        let opts = ProcessOptions {
+            shim: ShimMode::Path("/x/shim".into()),
+            ..ProcessOptions::default()
+        };
         assert_eq!(opts.shim_executable(), Some(PathBuf::from("/x/shim")));
-        let opts = ProcessOptions { shim: ShimMode::Disabled, ..ProcessOptions::default() };
+        let opts = ProcessOptions {
+            shim: ShimMode::Disabled,
+            ..ProcessOptions::default()
+        };
         assert_eq!(opts.shim_executable(), None);
     }
 }

@@ -97,11 +97,19 @@ fn parse(command: &str, args: &[String]) -> Option<NpxRequest> {
     match package {
         Some(package) => {
             let bin = positional.next()?;
-            Some(NpxRequest { package, bin: Some(bin), rest: positional.collect() })
+            Some(NpxRequest {
+                package,
+                bin: Some(bin),
+                rest: positional.collect(),
+            })
         }
         None => {
             let package = positional.next()?;
-            Some(NpxRequest { package, bin: None, rest: positional.collect() })
+            Some(NpxRequest {
+                package,
+                bin: None,
+                rest: positional.collect(),
+            })
         }
     }
 }
@@ -120,7 +128,10 @@ struct CacheEntry {
 }
 
 fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 fn cache_key(req: &NpxRequest) -> String {
@@ -139,9 +150,13 @@ fn write_cache(path: &Path, req: &NpxRequest, entry: CacheEntry) {
     let mut cache = read_cache(path);
     cache.version = CACHE_VERSION;
     let now = now_secs();
-    cache.entries.retain(|_, e| now.saturating_sub(e.resolved_at) < NPX_CACHE_TTL.as_secs());
+    cache
+        .entries
+        .retain(|_, e| now.saturating_sub(e.resolved_at) < NPX_CACHE_TTL.as_secs());
     cache.entries.insert(cache_key(req), entry);
-    let Ok(json) = serde_json::to_vec_pretty(&cache) else { return };
+    let Ok(json) = serde_json::to_vec_pretty(&cache) else {
+        return;
+    };
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
@@ -170,14 +185,25 @@ pub fn resolve_npx(
         return Some(finish(&req, entry.bin.clone(), entry.is_js));
     }
     let lookup = |key: &str| -> Option<OsString> {
-        env.iter().find(|(k, _)| k == key).map(|(_, v)| OsString::from(v)).or_else(|| std::env::var_os(key))
+        env.iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| OsString::from(v))
+            .or_else(|| std::env::var_os(key))
     };
     let bin = find_in_node_modules(&req, cwd)
         .or_else(|| find_in_npx_cache(&req, &lookup))
         .or_else(|| find_in_global_prefix(&req))?;
     let is_js = is_js_file(&bin);
     if let Some(path) = cache_file {
-        write_cache(path, &req, CacheEntry { bin: bin.clone(), is_js, resolved_at: now });
+        write_cache(
+            path,
+            &req,
+            CacheEntry {
+                bin: bin.clone(),
+                is_js,
+                resolved_at: now,
+            },
+        );
     }
     Some(finish(&req, bin, is_js))
 }
@@ -186,9 +212,15 @@ fn finish(req: &NpxRequest, bin: PathBuf, is_js: bool) -> NpxResolution {
     if is_js {
         let mut args = vec![bin.to_string_lossy().into_owned()];
         args.extend(req.rest.iter().cloned());
-        NpxResolution { program: PathBuf::from("node"), args }
+        NpxResolution {
+            program: PathBuf::from("node"),
+            args,
+        }
     } else {
-        NpxResolution { program: bin, args: req.rest.clone() }
+        NpxResolution {
+            program: bin,
+            args: req.rest.clone(),
+        }
     }
 }
 
@@ -197,14 +229,17 @@ fn is_js_file(path: &Path) -> bool {
         return true;
     }
     let mut head = [0_u8; 128];
-    let n = std::fs::File::open(path).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).unwrap_or(0);
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+        .unwrap_or(0);
     let first = String::from_utf8_lossy(&head[..n]);
     first.starts_with("#!") && first.lines().next().is_some_and(|l| l.contains("node"))
 }
 
 /// `<dir>/node_modules/<pkg>/package.json` → the binary it declares, if the version matches.
 fn bin_from_package_dir(req: &NpxRequest, pkg_dir: &Path) -> Option<PathBuf> {
-    let manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(pkg_dir.join("package.json")).ok()?).ok()?;
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(pkg_dir.join("package.json")).ok()?).ok()?;
     if let Some(wanted) = req.version().filter(|v| is_exact_version(v))
         && manifest.get("version").and_then(|v| v.as_str()) != Some(wanted)
     {
@@ -214,7 +249,12 @@ fn bin_from_package_dir(req: &NpxRequest, pkg_dir: &Path) -> Option<PathBuf> {
     let rel = match manifest.get("bin")? {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Object(map) => {
-            let pick = req.bin.as_deref().and_then(|b| map.get(b)).or_else(|| map.get(short)).or_else(|| map.get(req.name()));
+            let pick = req
+                .bin
+                .as_deref()
+                .and_then(|b| map.get(b))
+                .or_else(|| map.get(short))
+                .or_else(|| map.get(req.name()));
             let pick = pick.or_else(|| if map.len() == 1 { map.values().next() } else { None })?;
             pick.as_str()?.to_owned()
         }
@@ -225,12 +265,15 @@ fn bin_from_package_dir(req: &NpxRequest, pkg_dir: &Path) -> Option<PathBuf> {
 }
 
 fn is_exact_version(v: &str) -> bool {
-    !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.' || c == '-' || c.is_ascii_alphanumeric())
+    !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_digit() || c == '.' || c == '-' || c.is_ascii_alphanumeric())
         && v.chars().next().is_some_and(|c| c.is_ascii_digit())
 }
 
 fn find_in_node_modules(req: &NpxRequest, cwd: &Path) -> Option<PathBuf> {
-    cwd.ancestors().find_map(|dir| bin_from_package_dir(req, &dir.join("node_modules").join(req.name())))
+    cwd.ancestors()
+        .find_map(|dir| bin_from_package_dir(req, &dir.join("node_modules").join(req.name())))
 }
 
 fn find_in_npx_cache(req: &NpxRequest, lookup: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
@@ -243,11 +286,13 @@ fn find_in_npx_cache(req: &NpxRequest, lookup: &dyn Fn(&str) -> Option<OsString>
         .flatten()
         .filter_map(|e| {
             let pkg = e.path().join("node_modules").join(req.name());
-            let mtime = std::fs::metadata(pkg.join("package.json")).and_then(|m| m.modified()).ok()?;
+            let mtime = std::fs::metadata(pkg.join("package.json"))
+                .and_then(|m| m.modified())
+                .ok()?;
             Some((mtime, pkg))
         })
         .collect();
-    dirs.sort_by(|a, b| b.0.cmp(&a.0));
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.0));
     dirs.into_iter().find_map(|(_, dir)| bin_from_package_dir(req, &dir))
 }
 
@@ -290,9 +335,15 @@ mod tests {
     #[test]
     fn parses_the_common_shapes() {
         let r = parse("npx", &s(&["-y", "@scope/srv@1.2.3", "--port", "1"])).unwrap();
-        assert_eq!((r.name(), r.version(), r.rest.clone()), ("@scope/srv", Some("1.2.3"), s(&["--port", "1"])));
+        assert_eq!(
+            (r.name(), r.version(), r.rest.clone()),
+            ("@scope/srv", Some("1.2.3"), s(&["--port", "1"]))
+        );
         let r = parse("/usr/bin/npx", &s(&["--package=pkg", "pkg-bin", "a"])).unwrap();
-        assert_eq!((r.name(), r.bin.as_deref(), r.rest.clone()), ("pkg", Some("pkg-bin"), s(&["a"])));
+        assert_eq!(
+            (r.name(), r.bin.as_deref(), r.rest.clone()),
+            ("pkg", Some("pkg-bin"), s(&["a"]))
+        );
         let r = parse("npm", &s(&["exec", "--yes", "--", "srv", "x"])).unwrap();
         assert_eq!((r.name(), r.rest.clone()), ("srv", s(&["x"])));
         assert!(parse("npx", &s(&["--registry", "x", "srv"])).is_none());
@@ -305,14 +356,30 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let pkg = tmp.path().join("npm/_npx/abc123/node_modules/@acme/mcp");
         std::fs::create_dir_all(pkg.join("dist")).unwrap();
-        std::fs::write(pkg.join("package.json"), r#"{"name":"@acme/mcp","version":"1.0.0","bin":{"mcp":"dist/cli.js"}}"#)
-            .unwrap();
+        std::fs::write(
+            pkg.join("package.json"),
+            r#"{"name":"@acme/mcp","version":"1.0.0","bin":{"mcp":"dist/cli.js"}}"#,
+        )
+        .unwrap();
         std::fs::write(pkg.join("dist/cli.js"), "#!/usr/bin/env node\n").unwrap();
-        let env = vec![("NPM_CONFIG_CACHE".to_owned(), tmp.path().join("npm").to_string_lossy().into_owned())];
+        let env = vec![(
+            "NPM_CONFIG_CACHE".to_owned(),
+            tmp.path().join("npm").to_string_lossy().into_owned(),
+        )];
         let cache = tmp.path().join("npx-cache.json");
-        let r = resolve_npx("npx", &s(&["-y", "@acme/mcp@1.0.0", "--flag"]), tmp.path(), &env, Some(&cache)).unwrap();
+        let r = resolve_npx(
+            "npx",
+            &s(&["-y", "@acme/mcp@1.0.0", "--flag"]),
+            tmp.path(),
+            &env,
+            Some(&cache),
+        )
+        .unwrap();
         assert_eq!(r.program, PathBuf::from("node"));
-        assert_eq!(r.args, vec![pkg.join("dist/cli.js").to_string_lossy().into_owned(), "--flag".into()]);
+        assert_eq!(
+            r.args,
+            vec![pkg.join("dist/cli.js").to_string_lossy().into_owned(), "--flag".into()]
+        );
         assert!(cache.exists());
         // A version that does not match is not used.
         assert!(resolve_npx("npx", &s(&["-y", "@acme/mcp@2.0.0"]), tmp.path(), &env, None).is_none());

@@ -63,19 +63,14 @@ mod imp {
 
     pub fn run(parent: u32, program: OsString, args: Vec<OsString>) -> i32 {
         // Block first: everything below is then collected by sigtimedwait and nothing can kill us half-way.
-        let signals = match sys::SignalSet::block(&[
-            libc::SIGCHLD,
-            libc::SIGUSR1,
-            libc::SIGTERM,
-            libc::SIGINT,
-            libc::SIGHUP,
-        ]) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("pimcp-shim: cannot block signals: {e}");
-                return EXIT_CANNOT_START;
-            }
-        };
+        let signals =
+            match sys::SignalSet::block(&[libc::SIGCHLD, libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP]) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("pimcp-shim: cannot block signals: {e}");
+                    return EXIT_CANNOT_START;
+                }
+            };
         if let Err(e) = sys::set_parent_death_signal(libc::SIGUSR1) {
             eprintln!("pimcp-shim: cannot arm the parent-death signal: {e}");
         }
@@ -86,7 +81,10 @@ mod imp {
         let mut cmd = Command::new(&program);
         cmd.args(&args);
         // SAFETY: the hook runs between fork and exec and only calls async-signal-safe prctl/sigprocmask.
-        #[allow(unsafe_code, reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child")]
+        #[allow(
+            unsafe_code,
+            reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child"
+        )]
         unsafe {
             cmd.pre_exec(|| {
                 sys::set_parent_death_signal(libc::SIGKILL)?;

@@ -39,7 +39,9 @@ struct Ring {
 
 impl std::fmt::Debug for StderrTail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StderrTail").field("bytes_seen", &self.bytes_seen()).finish_non_exhaustive()
+        f.debug_struct("StderrTail")
+            .field("bytes_seen", &self.bytes_seen())
+            .finish_non_exhaustive()
     }
 }
 
@@ -57,7 +59,13 @@ impl StderrTail {
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
         let (closed, _) = watch::channel(false);
-        StderrTail { inner: Arc::new(Inner { ring: Mutex::new(Ring::default()), secrets, closed }) }
+        StderrTail {
+            inner: Arc::new(Inner {
+                ring: Mutex::new(Ring::default()),
+                secrets,
+                closed,
+            }),
+        }
     }
 
     /// Appends bytes, dropping the oldest beyond [`STDERR_TAIL_BYTES`].
@@ -86,7 +94,11 @@ impl StderrTail {
             Ok(ring) => (ring.bytes.iter().copied().collect::<Vec<u8>>(), ring.truncated),
             Err(_) => return String::new(),
         };
-        let start = if truncated { bytes.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1) } else { 0 };
+        let start = if truncated {
+            bytes.iter().position(|&b| b == b'\n').map_or(0, |i| i + 1)
+        } else {
+            0
+        };
         let mut text = String::from_utf8_lossy(&bytes[start..]).into_owned();
         for secret in &self.inner.secrets {
             if text.contains(secret.as_str()) {
@@ -120,7 +132,9 @@ impl StderrTail {
     /// Waits up to `timeout` until the stream hit EOF; true if it did.
     pub async fn wait_closed(&self, timeout: Duration) -> bool {
         let mut rx = self.inner.closed.subscribe();
-        tokio::time::timeout(timeout, rx.wait_for(|closed| *closed)).await.is_ok_and(|r| r.is_ok())
+        tokio::time::timeout(timeout, rx.wait_for(|closed| *closed))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     fn mark_closed(&self) {

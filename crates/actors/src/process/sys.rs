@@ -7,7 +7,10 @@ use std::time::Duration;
 /// `kill(-pgid, sig)`: signal every process in a group. `Ok(false)` when the group no longer exists.
 pub fn signal_group(pgid: i32, sig: i32) -> io::Result<bool> {
     if pgid <= 1 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "refusing to signal process group <= 1"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "refusing to signal process group <= 1",
+        ));
     }
     // SAFETY: killpg takes two integers and has no memory effects.
     #[allow(unsafe_code, reason = "killpg(2) has no safe std equivalent")]
@@ -16,12 +19,11 @@ pub fn signal_group(pgid: i32, sig: i32) -> io::Result<bool> {
         return Ok(true);
     }
     let err = io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::ESRCH) { Ok(false) } else { Err(err) }
-}
-
-/// Whether any process (zombies included) is still in the group.
-pub fn group_exists(pgid: i32) -> bool {
-    signal_group(pgid, 0).unwrap_or(true)
+    if err.raw_os_error() == Some(libc::ESRCH) {
+        Ok(false)
+    } else {
+        Err(err)
+    }
 }
 
 /// `getppid()`.
@@ -39,7 +41,11 @@ pub fn set_parent_death_signal(sig: i32) -> io::Result<()> {
     // SAFETY: prctl(PR_SET_PDEATHSIG, sig) reads only its integer arguments.
     #[allow(unsafe_code, reason = "prctl(2) has no safe std equivalent")]
     let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::c_ulong::from(sig.unsigned_abs()), 0, 0, 0) };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -78,7 +84,7 @@ impl SignalSet {
     pub fn wait(&self, timeout: Duration) -> Option<i32> {
         let ts = libc::timespec {
             tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
-            tv_nsec: libc::c_long::try_from(timeout.subsec_nanos()).unwrap_or(0),
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos()),
         };
         // SAFETY: both pointers refer to live, initialized values owned by this frame or self.
         #[allow(unsafe_code, reason = "sigtimedwait(2) has no safe std equivalent")]
@@ -94,16 +100,11 @@ pub fn redirect_to_dev_null(fd: i32) -> io::Result<()> {
     // SAFETY: dup2 on two valid descriptors; `null` stays open for the duration of the call.
     #[allow(unsafe_code, reason = "dup2(2) has no safe std equivalent")]
     let rc = unsafe { libc::dup2(null.as_raw_fd(), fd) };
-    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
-}
-
-/// The process group of `pid` (`getpgid`).
-pub fn process_group_of(pid: u32) -> io::Result<i32> {
-    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
-    // SAFETY: getpgid takes an integer and touches no memory.
-    #[allow(unsafe_code, reason = "getpgid(2) has no safe std equivalent")]
-    let pgid = unsafe { libc::getpgid(pid) };
-    if pgid < 0 { Err(io::Error::last_os_error()) } else { Ok(pgid) }
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 /// Our own process group (`getpgrp`).
@@ -124,11 +125,20 @@ pub fn child_has_exited(pid: u32) -> io::Result<bool> {
     #[allow(unsafe_code, reason = "waitid(2) with WNOWAIT has no safe std equivalent")]
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
-        let rc = libc::waitid(libc::P_PID, id, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        let rc = libc::waitid(
+            libc::P_PID,
+            id,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        );
         if rc != 0 {
             let err = io::Error::last_os_error();
             // Already reaped (or not our child): it is gone.
-            return if err.raw_os_error() == Some(libc::ECHILD) { Ok(true) } else { Err(err) };
+            return if err.raw_os_error() == Some(libc::ECHILD) {
+                Ok(true)
+            } else {
+                Err(err)
+            };
         }
         Ok(info.si_pid() != 0)
     }
@@ -137,14 +147,22 @@ pub fn child_has_exited(pid: u32) -> io::Result<bool> {
 /// Live (non-zombie) members of process group `pgid`, found by scanning `/proc` (Linux).
 #[cfg(target_os = "linux")]
 pub fn live_group_members(pgid: i32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     for entry in dir.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
         // "pid (comm) state ppid pgrp ..."; comm may contain anything, so parse after the last ')'.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
         let mut fields = rest.split_whitespace();
         let state = fields.next();
         let _ppid = fields.next();

@@ -18,22 +18,43 @@ pub enum ConnectError {
     Spawn { server: String, message: String },
     /// The process exited before the handshake finished.
     #[error("server `{server}` exited during startup ({}){}", exit_text(*code), stderr_suffix(stderr))]
-    ExitedAtStart { server: String, code: Option<i32>, stderr: String },
+    ExitedAtStart {
+        server: String,
+        code: Option<i32>,
+        stderr: String,
+    },
     /// Spawn + handshake did not finish in time (`timeouts.startup`); the child was killed.
     #[error("server `{server}` did not finish its handshake within {}{}", secs(*after), stderr_suffix(stderr))]
-    StartupTimeout { server: String, after: Duration, stderr: String },
+    StartupTimeout {
+        server: String,
+        after: Duration,
+        stderr: String,
+    },
     /// HTTP 401: the server wants credentials (OAuth or a bearer token).
     #[error("server `{server}` needs authentication{}", challenge.as_ref().map(|_| " (the server sent a WWW-Authenticate challenge)").unwrap_or(""))]
     NeedsAuth { server: String, challenge: Option<String> },
     /// An HTTP-level failure, with a hint from the shape probe.
     #[error("server `{server}`: {hint}")]
-    Http { server: String, status: Option<u16>, hint: String, transient: bool },
+    Http {
+        server: String,
+        status: Option<u16>,
+        hint: String,
+        transient: bool,
+    },
     /// The Unix socket could not be reached.
     #[error("server `{server}`: {message}")]
-    Socket { server: String, message: String, transient: bool },
+    Socket {
+        server: String,
+        message: String,
+        transient: bool,
+    },
     /// The peer answered, but not with a usable MCP handshake.
     #[error("server `{server}`: {message}{}", stderr_suffix(stderr))]
-    Protocol { server: String, message: String, stderr: String },
+    Protocol {
+        server: String,
+        message: String,
+        stderr: String,
+    },
     /// The attempt was cancelled; any child was killed.
     #[error("server `{server}`: connect cancelled")]
     Cancelled { server: String },
@@ -47,12 +68,20 @@ fn exit_text(code: Option<i32>) -> String {
 }
 
 fn secs(d: Duration) -> String {
-    if d.subsec_millis() == 0 { format!("{}s", d.as_secs()) } else { format!("{}ms", d.as_millis()) }
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
 }
 
 fn stderr_suffix(stderr: &str) -> String {
     let trimmed = stderr.trim_end();
-    if trimmed.is_empty() { String::new() } else { format!("; stderr:\n{trimmed}") }
+    if trimmed.is_empty() {
+        String::new()
+    } else {
+        format!("; stderr:\n{trimmed}")
+    }
 }
 
 impl ConnectError {
@@ -105,11 +134,28 @@ mod tests {
 
     #[test]
     fn messages_name_the_server_and_include_the_tail() {
-        let e = ConnectError::ExitedAtStart { server: "gh".into(), code: Some(2), stderr: "boom\n".into() };
-        assert_eq!(e.to_string(), "server `gh` exited during startup (exit code 2); stderr:\nboom");
-        let e = ConnectError::StartupTimeout { server: "gh".into(), after: Duration::from_millis(1500), stderr: String::new() };
+        let e = ConnectError::ExitedAtStart {
+            server: "gh".into(),
+            code: Some(2),
+            stderr: "boom\n".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "server `gh` exited during startup (exit code 2); stderr:\nboom"
+        );
+        let e = ConnectError::StartupTimeout {
+            server: "gh".into(),
+            after: Duration::from_millis(1500),
+            stderr: String::new(),
+        };
         assert_eq!(e.to_string(), "server `gh` did not finish its handshake within 1500ms");
         assert!(e.is_transient());
-        assert!(!ConnectError::NeedsAuth { server: "gh".into(), challenge: None }.is_transient());
+        assert!(
+            !ConnectError::NeedsAuth {
+                server: "gh".into(),
+                challenge: None
+            }
+            .is_transient()
+        );
     }
 }

@@ -47,6 +47,8 @@ pub struct ConnectSpec {
     /// A previous Streamable HTTP session to re-adopt first (from [`Connection::resume_token`] or
     /// [`Connection::abandon`]); on 404 the transport re-initializes fresh.
     pub resume_session: Option<SessionResume>,
+    /// An OAuth access token from the auth layer, sent as `Authorization: Bearer` (overrides `bearerToken`).
+    pub access_token: Option<pimcp_config::Secret>,
 }
 
 impl std::fmt::Debug for ConnectSpec {
@@ -173,21 +175,32 @@ pub fn default_http_client() -> reqwest::Result<reqwest::Client> {
         .pool_idle_timeout(Duration::from_secs(90))
         .user_agent(concat!("pimcp/", env!("CARGO_PKG_VERSION")))
         .redirect(reqwest::redirect::Policy::custom(|attempt| {
-            let same_origin = attempt.previous().first().is_some_and(|first| first.origin() == attempt.url().origin());
-            if same_origin && attempt.previous().len() < 10 { attempt.follow() } else { attempt.stop() }
+            let same_origin = attempt
+                .previous()
+                .first()
+                .is_some_and(|first| first.origin() == attempt.url().origin());
+            if same_origin && attempt.previous().len() < 10 {
+                attempt.follow()
+            } else {
+                attempt.stop()
+            }
         }))
         .build()
 }
 
 /// Connects one server: resolves secrets, starts the transport, runs the handshake for the configured protocol
-/// era, all within `timeouts.startup` and abortable through `spec.cancel`.
-pub async fn connect<H: ClientHandler>(spec: ConnectSpec, handler: H) -> Result<Connection<H>, ConnectError> {
+/// era, all within `timeouts.startup` and abortable through `spec.cancel`. `handler` is cloned only when a stdio
+/// server in `auto` mode hangs up on `server/discover` and is retried with `initialize`.
+pub async fn connect<H: ClientHandler + Clone>(spec: ConnectSpec, handler: H) -> Result<Connection<H>, ConnectError> {
     use pimcp_config::{Availability, Transport};
     let name = spec.server.name.clone();
     match &spec.server.availability {
         Availability::Available => {}
         Availability::Disabled => {
-            return Err(ConnectError::Config { server: name, message: "the server is disabled".into() });
+            return Err(ConnectError::Config {
+                server: name,
+                message: "the server is disabled".into(),
+            });
         }
         Availability::Untrusted { trust_command, .. } => {
             return Err(ConnectError::Config {
@@ -196,7 +209,10 @@ pub async fn connect<H: ClientHandler>(spec: ConnectSpec, handler: H) -> Result<
             });
         }
         Availability::ConfigError { message } => {
-            return Err(ConnectError::Config { server: name, message: message.clone() });
+            return Err(ConnectError::Config {
+                server: name,
+                message: message.clone(),
+            });
         }
     }
     if spec.cancel.is_cancelled() {

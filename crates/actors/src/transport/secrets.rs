@@ -1,0 +1,83 @@
+//! Connect-time secret resolution (`!command` env/header values, bearer tokens) and the redactor that keeps every
+//! resolved value out of errors and stderr tails.
+
+use pimcp_config::SecretValue;
+
+use super::ConnectError;
+
+/// Values that must never appear in text we show; applied to stderr tails and error messages.
+#[derive(Clone, Default)]
+pub(crate) struct Redactor {
+    values: Vec<String>,
+}
+
+impl Redactor {
+    /// Remembers a secret value (very short values are ignored: redacting `1` would mangle every message).
+    pub fn add(&mut self, value: &str) {
+        if value.len() >= 3 && !self.values.iter().any(|v| v == value) {
+            self.values.push(value.to_owned());
+        }
+    }
+
+    pub fn values(&self) -> Vec<String> {
+        self.values.clone()
+    }
+
+    pub fn apply(&self, text: &str) -> String {
+        let mut sorted: Vec<&String> = self.values.iter().collect();
+        sorted.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        let mut out = text.to_owned();
+        for v in sorted {
+            if out.contains(v.as_str()) {
+                out = out.replace(v.as_str(), "<redacted>");
+            }
+        }
+        out
+    }
+}
+
+/// Resolves one secret-capable value; `!command`s run on a blocking thread (they may take up to 10 s).
+/// `context` names the field in errors (`env.API_KEY`, `headers.Authorization`).
+pub(crate) async fn resolve(server: &str, context: String, value: &SecretValue) -> Result<String, ConnectError> {
+    match value {
+        SecretValue::Plain(secret) => Ok(secret.expose().to_owned()),
+        SecretValue::Command(_) => {
+            let value = value.clone();
+            let ctx = context.clone();
+            let joined = tokio::task::spawn_blocking(move || value.resolve(&ctx)).await;
+            match joined {
+                Ok(Ok(secret)) => Ok(secret.expose().to_owned()),
+                Ok(Err(e)) => Err(ConnectError::Secret {
+                    server: server.to_owned(),
+                    message: e.to_string(),
+                }),
+                Err(_) => Err(ConnectError::Secret {
+                    server: server.to_owned(),
+                    message: format!("resolving `{context}` was interrupted"),
+                }),
+            }
+        }
+    }
+}
+
+/// Whether a plain env value should be treated as secret for redaction: anything named like a credential, and any
+/// value long enough to be one.
+pub(crate) fn env_value_is_sensitive(key: &str, value: &str) -> bool {
+    const HINTS: [&str; 7] = ["TOKEN", "KEY", "SECRET", "PASS", "AUTH", "CREDENTIAL", "COOKIE"];
+    let upper = key.to_ascii_uppercase();
+    HINTS.iter().any(|h| upper.contains(h)) || value.len() >= 8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_longest_first() {
+        let mut r = Redactor::default();
+        r.add("abc");
+        r.add("abcdef");
+        r.add("x");
+        assert_eq!(r.apply("v=abcdef w=abc x"), "v=<redacted> w=<redacted> x");
+    }
+}

@@ -1,0 +1,57 @@
+//! Unix sockets: newline-delimited JSON-RPC, as rmcp-mux serves it (here: a listener bridged to a stdio fixture).
+
+use std::time::Duration;
+
+use pimcp_actors::transport::{ConnectError, TransportKind};
+use pimcp_config::{SocketTransport, Transport};
+
+use super::support::*;
+
+#[tokio::test]
+async fn round_trip_over_a_unix_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mux.sock");
+    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+    let bridge = tokio::spawn(async move {
+        let (sock, _) = listener.accept().await.unwrap();
+        let mut child = tokio::process::Command::new(fixture())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let (mut sock_r, mut sock_w) = sock.into_split();
+        let (mut stdin, mut stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        let up = tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut sock_r, &mut stdin).await;
+        });
+        let _ = tokio::io::copy(&mut stdout, &mut sock_w).await;
+        up.abort();
+        let _ = child.wait().await;
+    });
+    let server = server("mux", Transport::Socket(SocketTransport { path: path.clone() }));
+    let conn = pimcp_actors::transport::connect(spec(server, dir.path()), ())
+        .await
+        .unwrap();
+    assert_eq!(conn.transport, TransportKind::UnixSocket);
+    assert_eq!(whoami(&conn, None).await["transport"], "stdio");
+    conn.close(Duration::from_secs(2)).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), bridge).await;
+}
+
+#[tokio::test]
+async fn a_missing_socket_is_a_transient_socket_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(
+        "nomux",
+        Transport::Socket(SocketTransport {
+            path: dir.path().join("absent.sock"),
+        }),
+    );
+    let err = pimcp_actors::transport::connect(spec(server, dir.path()), ())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ConnectError::Socket { transient: true, .. }), "{err}");
+    assert!(err.to_string().contains("absent.sock"), "{err}");
+}

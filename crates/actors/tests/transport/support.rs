@@ -1,0 +1,152 @@
+//! Shared helpers: server configs for the fixture, connect specs, `whoami`, and pid polling toward a deadline.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pimcp_actors::process::{ProcessOptions, ShimMode};
+use pimcp_actors::transport::{ConnectSpec, Connection};
+use pimcp_config::{
+    AuthConfig, Availability, HttpTransport, Lifecycle, Origin, ProtocolMode, SecretValue, ServerConfig,
+    StdioTransport, Timeouts, Transport,
+};
+use rmcp::model::CallToolRequestParams;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub fn fixture() -> String {
+    mcp_fixture::bin_path().to_string_lossy().into_owned()
+}
+
+pub fn shim() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_pimcp-shim"))
+}
+
+pub fn server(name: &str, transport: Transport) -> ServerConfig {
+    ServerConfig {
+        name: name.into(),
+        transport,
+        auth: AuthConfig::Auto,
+        lifecycle: Lifecycle::Lazy,
+        timeouts: Timeouts {
+            startup: Duration::from_secs(20),
+            ..Timeouts::default()
+        },
+        protocol: ProtocolMode::Auto,
+        availability: Availability::Available,
+        description: None,
+        expose_resources: true,
+        direct_tools: None,
+        tool_prefix: None,
+        include_tools: Vec::new(),
+        exclude_tools: Vec::new(),
+        hidden: false,
+        search_keywords: BTreeMap::new(),
+        approve_tools: None,
+        debug: false,
+        trace: None,
+        origin: Origin::InMemory,
+        provenance: BTreeMap::new(),
+    }
+}
+
+pub fn stdio_transport(args: &[&str]) -> StdioTransport {
+    StdioTransport {
+        command: fixture(),
+        args: args.iter().map(|a| (*a).to_owned()).collect(),
+        env: BTreeMap::new(),
+        cwd: None,
+        inherit_env: true,
+    }
+}
+
+pub fn stdio_server(name: &str, args: &[&str]) -> ServerConfig {
+    server(name, Transport::Stdio(stdio_transport(args)))
+}
+
+pub fn http_server(name: &str, url: &str) -> ServerConfig {
+    server(
+        name,
+        Transport::Http(HttpTransport {
+            url: url.to_owned(),
+            headers: BTreeMap::new(),
+            allow_legacy_sse: false,
+        }),
+    )
+}
+
+pub fn plain(v: &str) -> SecretValue {
+    SecretValue::Plain(pimcp_config::Secret::new(v))
+}
+
+pub fn spec(server: ServerConfig, project_dir: &Path) -> ConnectSpec {
+    ConnectSpec {
+        server,
+        project_dir: project_dir.to_path_buf(),
+        http: pimcp_actors::transport::default_http_client().unwrap(),
+        era_hint: None,
+        process: ProcessOptions {
+            shim: ShimMode::Path(shim()),
+            ..ProcessOptions::default()
+        },
+        cancel: CancellationToken::new(),
+        resume_session: None,
+        access_token: None,
+    }
+}
+
+/// Calls `whoami` (optionally checking env var `var`) and parses its JSON report.
+pub async fn whoami<H: rmcp::ClientHandler>(conn: &Connection<H>, var: Option<&str>) -> Value {
+    let mut params = CallToolRequestParams::new("whoami");
+    if let Some(var) = var {
+        params = params.with_arguments(serde_json::json!({ "var": var }).as_object().unwrap().clone());
+    }
+    let result = conn.client.call_tool(params).await.unwrap();
+    let text = result.content[0].as_text().unwrap().text.clone();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The process state letter from `/proc/<pid>/stat`, or `None` when the pid no longer exists.
+pub fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rfind(')').and_then(|i| stat[i + 1..].trim_start().chars().next())
+}
+
+/// Gone, or a zombie (an orphan's zombie is reaped by init, not by us).
+pub fn is_dead(pid: u32) -> bool {
+    matches!(proc_state(pid), None | Some('Z' | 'X'))
+}
+
+/// Polls `cond` every 20 ms until it holds or `limit` passes; returns whether it held.
+pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Reads a decimal pid written by the fixture (`--pid-file`, `--spawn-grandchild`), waiting for it to appear.
+pub async fn read_pid(path: &Path) -> u32 {
+    let mut pid = None;
+    let found = eventually(Duration::from_secs(10), || {
+        pid = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok());
+        pid.is_some()
+    })
+    .await;
+    assert!(found, "no pid in {}", path.display());
+    pid.unwrap()
+}
+
+/// SIGKILLs a pid we own in a test (cleanup of deliberately orphaned processes).
+pub fn kill_pid(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .arg("-9")
+        .arg(pid.to_string())
+        .status();
+}
