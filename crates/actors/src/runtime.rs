@@ -217,6 +217,27 @@ impl RuntimeHandle {
 }
 
 /// A running runtime: the supervisor and its actor tree. Derefs to [`RuntimeHandle`].
+///
+/// ```
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use pimcp_actors::{CallOptions, Runtime, RuntimeOptions};
+///
+/// let dir = tempfile::tempdir()?;
+/// let config = pimcp_config::load_in_memory(
+///     &serde_json::json!({ "mcpServers": { "fixture": { "command": mcp_fixture::bin_path() } } }),
+///     &pimcp_config::LoadOptions::new(dir.path(), dir.path()),
+/// );
+/// let runtime = Runtime::start(RuntimeOptions::new(config, dir.path().join("agent"), dir.path().join("data"))).await?;
+/// let args = serde_json::json!({ "text": "hi" }).as_object().cloned();
+/// let out = runtime.call("fixture_echo", args, CallOptions::default()).await?;
+/// assert_eq!(out.text(), "hi");
+/// assert_eq!(runtime.status().server("fixture").map(|s| s.state.name()), Some("ready"));
+/// runtime.shutdown(Duration::from_secs(5)).await;
+/// # Ok(())
+/// # }
+/// ```
 pub struct Runtime {
     handle: RuntimeHandle,
     supervisor: ActorRef<SupMsg>,

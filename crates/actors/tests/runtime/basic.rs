@@ -1,0 +1,259 @@
+//! Lifecycle, catalog, cache and call semantics on healthy servers.
+
+use std::time::Duration;
+
+use pimcp_actors::{CallOptions, Error, ErrorCategory, MetadataSource, ServerState};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_run_starts_nothing_then_first_call_connects_and_caches() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("fx.pid");
+    let config = json!({"mcpServers": {"fx": stdio(&["--pid-file", pid_file.to_str().unwrap()])}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    assert_eq!(state_of(&rt, "fx"), ServerState::Cached);
+    assert!(
+        rt.catalog().server("fx").unwrap().source.is_none(),
+        "no metadata before the first connect"
+    );
+    assert!(!pid_file.exists(), "a lazy server must not start before use");
+
+    // The catalog is unknown: the call connects, discovers, and succeeds (never "unknown tool").
+    let out = rt
+        .call("fx_echo", args(json!({"text": "hi"})), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "hi");
+    assert_eq!(out.server, "fx");
+    assert_eq!(state_of(&rt, "fx"), ServerState::Ready);
+    let st = rt.status();
+    let fx = st.server("fx").unwrap();
+    assert!(fx.tool_count >= 10, "{fx:?}");
+    assert_eq!(fx.resource_count, 3);
+    assert!(fx.protocol_version.is_some());
+    assert!(fx.uptime_ms.is_some());
+    let catalog = rt.catalog();
+    assert_eq!(catalog.server("fx").unwrap().source, Some(MetadataSource::Live));
+    assert!(catalog.get("fx_read_readme").is_some() || catalog.tools().any(|t| t.name.starts_with("fx_read_")));
+
+    // The cache file is written (0600) with this server's entry.
+    let cache = pimcp_actors::MetadataCache::in_agent_dir(&dir.path().join("agent"));
+    wait_until("cache entry", Duration::from_secs(5), || {
+        cache.load().servers.contains_key("fx")
+    })
+    .await;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(cache.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    let report = rt.shutdown(Duration::from_secs(10)).await;
+    assert!(report.graceful, "{report:?}");
+
+    // Next start: the catalog comes from the cache, and still nothing runs.
+    std::fs::remove_file(&pid_file).unwrap();
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    let catalog = rt.catalog();
+    assert_eq!(catalog.server("fx").unwrap().source, Some(MetadataSource::Cache));
+    assert!(catalog.get("fx_echo").is_some());
+    assert!(rt.instructions("fx").is_some());
+    assert_eq!(state_of(&rt, "fx"), ServerState::Cached);
+    assert!(!pid_file.exists());
+    rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eager_server_connects_at_start() {
+    let h = start(json!({"mcpServers": {"e": {"command": fixture(), "lifecycle": "eager"}}})).await;
+    wait_until("eager server ready", Duration::from_secs(20), || {
+        state_of(&h.rt, "e") == ServerState::Ready
+    })
+    .await;
+    assert!(h.rt.list_tools(Some("e")).unwrap().iter().any(|t| t.name == "e_echo"));
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_to_one_server_run_concurrently_and_status_stays_responsive() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("events.jsonl");
+    let config = json!({"mcpServers": {"fx": stdio(&["--event-log", log.to_str().unwrap()])}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    rt.connect("fx").await.unwrap();
+
+    // A 60 s call in flight...
+    let cancel = CancellationToken::new();
+    let slow = {
+        let h = rt.handle();
+        let opts = CallOptions {
+            cancel: Some(cancel.clone()),
+            ..CallOptions::default()
+        };
+        tokio::spawn(async move { h.call("fx_slow", args(json!({"ms": 60000})), opts).await })
+    };
+    wait_until("slow call in flight", Duration::from_secs(10), || {
+        rt.status().server("fx").unwrap().in_flight == 1
+    })
+    .await;
+    // ...does not block status or another call to the same server.
+    for i in 0..5 {
+        let out = rt
+            .call(
+                "fx_echo",
+                args(json!({"text": format!("n{i}")})),
+                CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.text(), format!("n{i}"));
+    }
+    assert_eq!(rt.status().server("fx").unwrap().in_flight, 1);
+    // Cancelling sends notifications/cancelled to the server.
+    cancel.cancel();
+    let r = slow.await.unwrap();
+    assert!(r.is_err());
+    wait_until("cancel notification logged", Duration::from_secs(10), || {
+        !events_named(&events(&log), "cancel_notification").is_empty()
+    })
+    .await;
+    rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resolution_resources_errors_and_suggestions() {
+    let h = start(json!({"mcpServers": {
+        "a": stdio(&[]),
+        "b": stdio(&["--no-resources", "--no-prompts"]),
+    }}))
+    .await;
+    let rt = &h.rt;
+    rt.connect("a").await.unwrap();
+    rt.connect("b").await.unwrap();
+    // Original names shared by both servers are ambiguous and list the candidates.
+    match rt
+        .call("echo", args(json!({"text": "x"})), CallOptions::default())
+        .await
+    {
+        Err(Error::AmbiguousTool { candidates, .. }) => assert_eq!(candidates, ["a_echo", "b_echo"]),
+        other => panic!("{other:?}"),
+    }
+    // Scoped to a server, the original name resolves.
+    let opts = CallOptions {
+        server: Some("b".into()),
+        ..CallOptions::default()
+    };
+    assert_eq!(
+        rt.call("echo", args(json!({"text": "x"})), opts).await.unwrap().server,
+        "b"
+    );
+    // `-`/`_` fuzz and resources as read_ tools.
+    let readme = rt
+        .catalog()
+        .tools()
+        .find(|t| t.server == "a" && t.resource_uri.is_some())
+        .cloned()
+        .unwrap();
+    let out = rt.call(&readme.name, None, CallOptions::default()).await.unwrap();
+    assert!(!out.content.is_empty());
+    assert!(
+        rt.catalog()
+            .tools()
+            .all(|t| !(t.server == "b" && t.resource_uri.is_some()))
+    );
+    // Typos get suggestions; a tool error is categorized with its text.
+    match rt.call("a_ecoh", None, CallOptions::default()).await {
+        Err(e @ Error::UnknownTool { .. }) => {
+            assert_eq!(e.category(), ErrorCategory::UnknownTool);
+            assert!(e.to_string().contains("a_echo"), "{e}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let r = rt
+        .call("a_fail", args(json!({"message": "boom"})), CallOptions::default())
+        .await;
+    assert_eq!(category(&r), Some(ErrorCategory::ToolError));
+    assert!(r.unwrap_err().to_string().contains("boom"));
+    // Unknown server.
+    let opts = CallOptions {
+        server: Some("zzz".into()),
+        ..CallOptions::default()
+    };
+    assert_eq!(
+        category(&rt.call("echo", None, opts).await),
+        Some(ErrorCategory::Config)
+    );
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_close_never_during_a_call() {
+    // idleTimeout 0.005 min = 300 ms.
+    let h = start(json!({"mcpServers": {"fx": {"command": fixture(), "idleTimeout": 0.005}}})).await;
+    let rt = &h.rt;
+    let slow = {
+        let h = rt.handle();
+        tokio::spawn(async move {
+            h.call("fx_slow", args(json!({"ms": 1500, "steps": 3})), CallOptions::default())
+                .await
+        })
+    };
+    // Far longer than the idle timeout passes while the call runs; the server must stay up.
+    let mut events = rt.events();
+    let out = slow.await.unwrap().unwrap();
+    assert!(out.text().contains("slept 1500 ms"));
+    while let Ok(e) = events.try_recv() {
+        if let pimcp_actors::RuntimeEvent::State { state, .. } = e {
+            assert_ne!(state, ServerState::Draining, "idle close during a call");
+        }
+    }
+    // Once idle, it closes exactly on its timer and is served from metadata.
+    wait_until("idle close", Duration::from_secs(10), || {
+        state_of(rt, "fx") == ServerState::Cached
+    })
+    .await;
+    assert_eq!(rt.status().server("fx").unwrap().reason.as_deref(), Some("idle"));
+    assert!(rt.catalog().get("fx_echo").is_some());
+    // The next call reconnects transparently.
+    assert_eq!(
+        rt.call("fx_echo", args(json!({"text": "again"})), CallOptions::default())
+            .await
+            .unwrap()
+            .text(),
+        "again"
+    );
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disable_refuses_and_enable_restores() {
+    let h = start(json!({"mcpServers": {"fx": stdio(&[]), "off": {"command": fixture(), "disabled": true}}})).await;
+    let rt = &h.rt;
+    assert_eq!(state_of(rt, "off"), ServerState::Disabled);
+    let opts = CallOptions {
+        server: Some("off".into()),
+        ..CallOptions::default()
+    };
+    assert_eq!(
+        category(&rt.call("echo", None, opts).await),
+        Some(ErrorCategory::Config)
+    );
+    rt.connect("fx").await.unwrap();
+    rt.disable("fx").await.unwrap();
+    assert_eq!(state_of(rt, "fx"), ServerState::Disabled);
+    let r = rt
+        .call("fx_echo", args(json!({"text": "x"})), CallOptions::default())
+        .await;
+    assert!(matches!(r, Err(Error::Disabled { .. })), "{r:?}");
+    rt.enable("fx").await.unwrap();
+    assert_eq!(
+        rt.call("fx_echo", args(json!({"text": "x"})), CallOptions::default())
+            .await
+            .unwrap()
+            .text(),
+        "x"
+    );
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}

@@ -1,0 +1,411 @@
+//! The chaos suite over stdio: every scenario ends with each call answered (result or categorized error), no
+//! process left behind, and the server usable again after recovery.
+
+use std::time::{Duration, Instant};
+
+use pimcp_actors::{CallOptions, Error, ErrorCategory, RuntimeEvent, ServerState, Tuning};
+use serde_json::json;
+
+use super::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_exiting_at_start_goes_to_backoff_and_calls_fail_fast() {
+    let t = Tuning {
+        connect_backoff_min: Duration::from_secs(30),
+        connect_backoff_max: Duration::from_secs(60),
+        ..tuning()
+    };
+    let h = start_with(json!({"mcpServers": {"dies": stdio(&["--exit-at-start"])}}), t).await;
+    let rt = &h.rt;
+    let r = rt
+        .call("dies_echo", args(json!({"text": "x"})), CallOptions::default())
+        .await;
+    let e = r.unwrap_err();
+    assert_eq!(e.category(), ErrorCategory::Connection, "{e}");
+    assert!(e.to_string().contains("exit code 2"), "{e}");
+    let st = rt.status();
+    let s = st.server("dies").unwrap();
+    assert!(matches!(s.state, ServerState::Backoff { attempt: 1, .. }), "{s:?}");
+    assert_eq!(s.last_error_category, Some(ErrorCategory::Connection));
+    // While in backoff a call fails at once and says when the next attempt is.
+    let e = rt
+        .call("dies_echo", args(json!({"text": "x"})), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Backoff { .. }), "{e:?}");
+    assert!(e.to_string().contains("next connect attempt in"), "{e}");
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_hanging_at_start_hits_the_startup_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("hang.pid");
+    let config = json!({"mcpServers": {"hang": {
+        "command": fixture(), "args": ["--hang-at-start", "--pid-file", pid_file.to_str().unwrap()], "startupTimeout": 1
+    }}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    let e = rt.call("hang_echo", None, CallOptions::default()).await.unwrap_err();
+    assert_eq!(e.category(), ErrorCategory::Connection);
+    assert!(e.to_string().contains("did not finish its handshake"), "{e}");
+    // The hung child was killed.
+    let pid = read_pid(&pid_file).unwrap();
+    wait_until("hung child gone", Duration::from_secs(10), || !pid_alive(pid)).await;
+    rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_mid_call_fails_fast_is_not_replayed_and_next_call_respawns() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("events.jsonl");
+    let config = json!({"mcpServers": {"fx": {
+        "command": fixture(), "args": ["--event-log", log.to_str().unwrap()], "toolTimeout": 120
+    }}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    rt.connect("fx").await.unwrap();
+    let first_pid = rt.status().server("fx").unwrap().pid.unwrap();
+    // `crash` is not idempotent: it must fail with `connection` (not wait for the 120 s timeout) and never rerun.
+    let e = rt.call("fx_crash", None, CallOptions::default()).await.unwrap_err();
+    assert_eq!(e.category(), ErrorCategory::Connection, "{e}");
+    let ev = events(&log);
+    let crash_calls = ev
+        .iter()
+        .filter(|e| e["event"] == "call" && e["name"] == "crash")
+        .count();
+    assert_eq!(crash_calls, 1, "a non-idempotent call was replayed: {ev:?}");
+    // The next call respawns the server.
+    let out = rt
+        .call("fx_echo", args(json!({"text": "back"})), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "back");
+    let second_pid = rt.status().server("fx").unwrap().pid.unwrap();
+    assert_ne!(first_pid, second_pid);
+    assert!(!pid_alive(first_pid));
+    let ev = events(&log);
+    assert_eq!(
+        ev.iter()
+            .filter(|e| e["event"] == "call" && e["name"] == "crash")
+            .count(),
+        1
+    );
+    assert_eq!(events_named(&ev, "start").len(), 2);
+    rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hang_mid_call_times_out_cancels_on_the_wire_and_traffic_keeps_flowing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("events.jsonl");
+    let config = json!({"mcpServers": {
+        "fx": {"command": fixture(), "args": ["--event-log", log.to_str().unwrap()], "toolTimeout": 1},
+        "other": stdio(&[]),
+    }});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    rt.connect("fx").await.unwrap();
+    rt.connect("other").await.unwrap();
+    let hung = {
+        let h = rt.handle();
+        tokio::spawn(async move {
+            h.call("fx_slow", args(json!({"ms": 30000})), CallOptions::default())
+                .await
+        })
+    };
+    // Calls to the same server and to another one keep flowing while it hangs.
+    for i in 0..5 {
+        let a = rt.call(
+            "fx_echo",
+            args(json!({"text": format!("a{i}")})),
+            CallOptions::default(),
+        );
+        let b = rt.call(
+            "other_echo",
+            args(json!({"text": format!("b{i}")})),
+            CallOptions::default(),
+        );
+        let (a, b) = tokio::join!(a, b);
+        assert_eq!(a.unwrap().text(), format!("a{i}"));
+        assert_eq!(b.unwrap().text(), format!("b{i}"));
+    }
+    let e = hung.await.unwrap().unwrap_err();
+    assert_eq!(e.category(), ErrorCategory::Timeout, "{e}");
+    // The timeout was sent on the wire and the server honoured it.
+    wait_until("cancellation reached the server", Duration::from_secs(10), || {
+        let ev = events(&log);
+        !events_named(&ev, "cancel_notification").is_empty() && !events_named(&ev, "cancelled").is_empty()
+    })
+    .await;
+    // Still usable, same process.
+    assert_eq!(
+        rt.call("fx_echo", args(json!({"text": "ok"})), CallOptions::default())
+            .await
+            .unwrap()
+            .text(),
+        "ok"
+    );
+    assert_eq!(events_named(&events(&log), "start").len(), 1);
+    rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_after_three_under_a_hundred_concurrent_calls_answers_every_call() {
+    let t = Tuning {
+        breaker_failures: 1000,
+        ..tuning()
+    };
+    let h = start_with(json!({"mcpServers": {"fx": stdio(&["--crash-after", "3"])}}), t).await;
+    let rt = &h.rt;
+    let calls = (0..100).map(|i| {
+        let h = rt.handle();
+        async move {
+            h.call(
+                "fx_echo",
+                args(json!({"text": format!("c{i}")})),
+                CallOptions::default(),
+            )
+            .await
+        }
+    });
+    let results = tokio::time::timeout(Duration::from_secs(120), futures::future::join_all(calls))
+        .await
+        .expect("deadlock: not every call was answered");
+    assert_eq!(results.len(), 100);
+    let mut ok = 0;
+    for (i, r) in results.iter().enumerate() {
+        match r {
+            Ok(out) => {
+                assert_eq!(out.text(), format!("c{i}"));
+                ok += 1;
+            }
+            Err(e) => assert!(
+                matches!(e.category(), ErrorCategory::Connection),
+                "call {i} ended with an unexpected error: {e}"
+            ),
+        }
+    }
+    assert!(ok >= 3, "at least the first three calls succeed");
+    // Still recoverable afterwards.
+    rt.connect("fx").await.unwrap();
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stderr_flood_does_not_stall_the_server() {
+    let h = start(json!({"mcpServers": {"loud": stdio(&["--stderr-flood"])}})).await;
+    for i in 0..30 {
+        let out =
+            h.rt.call(
+                "loud_echo",
+                args(json!({"text": format!("{i}")})),
+                CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.text(), format!("{i}"));
+    }
+    assert_eq!(state_of(&h.rt, "loud"), ServerState::Ready);
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_output_arrives_whole() {
+    let h = start(json!({"mcpServers": {"big": stdio(&[])}})).await;
+    let bytes = 8 * 1024 * 1024;
+    let out =
+        h.rt.call("big_huge", args(json!({"bytes": bytes})), CallOptions::default())
+            .await
+            .unwrap();
+    assert_eq!(out.text().len(), bytes);
+    assert_eq!(
+        h.rt.call("big_echo", args(json!({"text": "after"})), CallOptions::default())
+            .await
+            .unwrap()
+            .text(),
+        "after"
+    );
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_changed_burst_is_debounced_and_catalog_correct() {
+    let h = start(json!({"mcpServers": {"fx": stdio(&[])}})).await;
+    let rt = &h.rt;
+    rt.connect("fx").await.unwrap();
+    let mut events = rt.events();
+    let adds = (0..40).map(|i| {
+        let h = rt.handle();
+        async move {
+            h.call(
+                "fx_add_tool",
+                args(json!({"name": format!("burst_{i}")})),
+                CallOptions::default(),
+            )
+            .await
+        }
+    });
+    for r in futures::future::join_all(adds).await {
+        r.unwrap();
+    }
+    wait_until("all 40 new tools in the catalog", Duration::from_secs(10), || {
+        (0..40).all(|i| rt.catalog().get(&format!("fx_burst_{i}")).is_some())
+    })
+    .await;
+    let mut refreshes = 0;
+    while let Ok(e) = events.try_recv() {
+        if let RuntimeEvent::CatalogChanged { servers, .. } = e
+            && servers == ["fx"]
+        {
+            refreshes += 1;
+        }
+    }
+    assert!(
+        refreshes >= 1 && refreshes < 40,
+        "40 notifications gave {refreshes} refreshes"
+    );
+    // A removal shows up too, and the new tools are callable.
+    rt.call(
+        "fx_remove_tool",
+        args(json!({"name": "burst_0"})),
+        CallOptions::default(),
+    )
+    .await
+    .unwrap();
+    wait_until("removed tool gone", Duration::from_secs(10), || {
+        rt.catalog().get("fx_burst_0").is_none()
+    })
+    .await;
+    let out = rt.call("fx_burst_1", None, CallOptions::default()).await.unwrap();
+    assert!(out.text().contains("burst_1"));
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_changed_storm_keeps_the_server_usable() {
+    let h = start(json!({"mcpServers": {"storm": stdio(&["--list-changed-every", "2"])}})).await;
+    let rt = &h.rt;
+    rt.connect("storm").await.unwrap();
+    wait_until("an ephemeral tool was discovered", Duration::from_secs(10), || {
+        rt.catalog().tools().any(|t| t.name.starts_with("storm_ephemeral_"))
+    })
+    .await;
+    for i in 0..10 {
+        let out = rt
+            .call(
+                "storm_echo",
+                args(json!({"text": format!("{i}")})),
+                CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.text(), format!("{i}"));
+    }
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_loop_opens_the_breaker_and_connect_closes_it() {
+    let t = Tuning {
+        connect_backoff_min: Duration::from_millis(10),
+        connect_backoff_max: Duration::from_millis(40),
+        ..tuning()
+    };
+    let h = start_with(
+        json!({"mcpServers": {"loop": {"command": fixture(), "args": ["--exit-at-start"], "lifecycle": "keep-alive"}}}),
+        t,
+    )
+    .await;
+    let rt = &h.rt;
+    wait_until("breaker open", Duration::from_secs(30), || {
+        matches!(state_of(rt, "loop"), ServerState::Failed { .. })
+    })
+    .await;
+    let st = rt.status();
+    let s = st.server("loop").unwrap();
+    assert!(s.reason.as_deref().unwrap_or("").contains("crash loop"), "{s:?}");
+    assert!(s.failures >= 5, "{s:?}");
+    // While open, calls fail at once with the reason.
+    let e = rt.call("loop_echo", None, CallOptions::default()).await.unwrap_err();
+    assert!(matches!(e, Error::CrashLoop { .. }), "{e:?}");
+    assert_eq!(e.category(), ErrorCategory::Connection);
+    // `connect` closes the breaker and really tries again (and fails like the server does).
+    let e = rt.connect("loop").await.unwrap_err();
+    assert!(matches!(e, Error::Connection { .. }), "breaker still open: {e:?}");
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keep_alive_server_comes_back_by_itself_after_a_crash() {
+    let h = start(json!({"mcpServers": {"ka": {"command": fixture(), "lifecycle": "keep-alive"}}})).await;
+    let rt = &h.rt;
+    wait_until("keep-alive ready", Duration::from_secs(20), || {
+        state_of(rt, "ka") == ServerState::Ready
+    })
+    .await;
+    let pid = rt.status().server("ka").unwrap().pid.unwrap();
+    let _ = rt.call("ka_crash", None, CallOptions::default()).await.unwrap_err();
+    wait_until("respawned without a user call", Duration::from_secs(20), || {
+        let st = rt.status();
+        let s = st.server("ka").unwrap();
+        s.state == ServerState::Ready && s.pid.is_some_and(|p| p != pid)
+    })
+    .await;
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_with_twenty_servers_and_calls_in_flight_is_bounded_and_leaves_no_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut servers = serde_json::Map::new();
+    for i in 0..20 {
+        let pid = dir.path().join(format!("s{i}.pid"));
+        let gc = dir.path().join(format!("s{i}.gc"));
+        servers.insert(
+            format!("s{i}"),
+            json!({"command": fixture(), "args": ["--pid-file", pid.to_str().unwrap(), "--spawn-grandchild", gc.to_str().unwrap()], "lifecycle": "eager"}),
+        );
+    }
+    let rt = start_in(dir.path(), &json!({"mcpServers": servers}), tuning()).await;
+    wait_until("all 20 ready", Duration::from_secs(60), || {
+        rt.status().servers.iter().all(|s| s.state == ServerState::Ready)
+    })
+    .await;
+    let calls: Vec<_> = (0..20)
+        .map(|i| {
+            let h = rt.handle();
+            tokio::spawn(async move {
+                h.call(
+                    &format!("s{i}_slow"),
+                    args(json!({"ms": 60000})),
+                    CallOptions::default(),
+                )
+                .await
+            })
+        })
+        .collect();
+    wait_until("calls in flight", Duration::from_secs(20), || {
+        rt.status().servers.iter().all(|s| s.in_flight == 1)
+    })
+    .await;
+    let mut pids = Vec::new();
+    for i in 0..20 {
+        pids.push(read_pid(&dir.path().join(format!("s{i}.pid"))).unwrap());
+        pids.push(read_pid(&dir.path().join(format!("s{i}.gc"))).unwrap());
+    }
+    let bound = Duration::from_secs(15);
+    let t0 = Instant::now();
+    let report = rt.shutdown(bound).await;
+    assert!(
+        t0.elapsed() < bound + Duration::from_secs(1),
+        "shutdown overran its bound: {report:?}"
+    );
+    for c in calls {
+        let r = c.await.unwrap();
+        assert!(r.is_err(), "an in-flight call must end with an error at shutdown");
+    }
+    wait_until(
+        "every server process and grandchild gone",
+        Duration::from_secs(10),
+        || pids.iter().all(|p| !pid_alive(*p)),
+    )
+    .await;
+}

@@ -1,0 +1,116 @@
+//! Shared helpers: configs for fixture servers, a started runtime in a temp dir, polling toward deadlines,
+//! the fixture's event log and pid liveness.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use pimcp_actors::{ErrorCategory, Runtime, RuntimeOptions, ServerState, Tuning};
+use pimcp_config::{Config, LoadOptions, Severity};
+use rmcp::model::JsonObject;
+use serde_json::{Value, json};
+
+pub fn fixture() -> String {
+    mcp_fixture::bin_path().to_string_lossy().into_owned()
+}
+
+/// A stdio fixture server entry with extra flags.
+pub fn stdio(args: &[&str]) -> Value {
+    json!({ "command": fixture(), "args": args })
+}
+
+/// Short timings so recovery shows up quickly in tests.
+pub fn tuning() -> Tuning {
+    Tuning {
+        connect_backoff_min: Duration::from_millis(50),
+        connect_backoff_max: Duration::from_millis(400),
+        close_grace: Duration::from_millis(500),
+        ..Tuning::default()
+    }
+}
+
+pub struct Harness {
+    pub rt: Runtime,
+    pub dir: tempfile::TempDir,
+}
+
+impl Harness {
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+pub fn load(config: &Value, dir: &Path) -> Config {
+    let cfg = pimcp_config::load_in_memory(config, &LoadOptions::new(dir.join("home"), dir));
+    let errors: Vec<_> = cfg.problems.iter().filter(|p| p.severity == Severity::Error).collect();
+    assert!(errors.is_empty(), "config problems: {errors:?}");
+    cfg
+}
+
+pub async fn start(config: Value) -> Harness {
+    start_with(config, tuning()).await
+}
+
+pub async fn start_with(config: Value, tuning: Tuning) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = start_in(dir.path(), &config, tuning).await;
+    Harness { rt, dir }
+}
+
+pub async fn start_in(dir: &Path, config: &Value, tuning: Tuning) -> Runtime {
+    let cfg = load(config, dir);
+    let mut opts = RuntimeOptions::new(cfg, dir.join("agent"), dir.join("data"));
+    opts.tuning = tuning;
+    Runtime::start(opts).await.unwrap()
+}
+
+/// Polls `f` every 20 ms until it is true; panics naming `what` after `deadline`.
+pub async fn wait_until(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + deadline;
+    loop {
+        if f() {
+            return;
+        }
+        assert!(Instant::now() < end, "timed out after {deadline:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn state_of(rt: &Runtime, server: &str) -> ServerState {
+    rt.status().server(server).map(|s| s.state.clone()).unwrap()
+}
+
+pub fn args(v: Value) -> Option<JsonObject> {
+    v.as_object().cloned()
+}
+
+/// The fixture's event log lines.
+pub fn events(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+pub fn events_named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == name).collect()
+}
+
+pub fn read_pid(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// True while the process exists and is not a zombie.
+pub fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X"))
+        }
+        Err(_) => false,
+    }
+}
+
+pub fn category(r: &pimcp_actors::Result<pimcp_actors::ToolOutput>) -> Option<ErrorCategory> {
+    r.as_ref().err().map(|e| e.category())
+}
