@@ -9,5 +9,6 @@ mod transport {
     mod http;
     mod lifecycle;
     mod socket;
+    mod sse;
     mod stdio;
 }

@@ -2,6 +2,7 @@
 //! guardian shim when pimcp itself is SIGKILLed.
 
 use std::io::BufRead as _;
+use std::os::unix::process::CommandExt as _;
 use std::time::Duration;
 
 use pimcp_actors::process::{STDERR_TAIL_BYTES, ShutdownOutcome};
@@ -162,4 +163,44 @@ async fn without_the_shim_pdeathsig_still_kills_the_server() {
         kill_pid(pid);
     }
     assert!(server_gone, "server {pid} survived pimcp's SIGKILL");
+}
+
+#[test]
+fn the_shim_is_found_next_to_the_test_binary() {
+    // Test binaries live in target/<profile>/deps; `pimcp-shim` is built into target/<profile>.
+    let found = pimcp_actors::process::ProcessOptions::default()
+        .shim_executable()
+        .expect("pimcp-shim found");
+    assert_eq!(found.file_name().and_then(|f| f.to_str()), Some("pimcp-shim"));
+}
+
+#[test]
+fn the_shim_binary_refuses_to_run_by_hand() {
+    let out = std::process::Command::new(shim()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("started by pimcp"));
+    let out = std::process::Command::new(shim())
+        .arg(pimcp_actors::process::SHIM_ARG)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_shim_exits_with_the_server_code_and_refuses_a_dead_parent() {
+    // Parent pid given = our pid: the shim runs `sh -c 'exit 7'` and reports 7.
+    let ours = std::process::id().to_string();
+    let status = std::process::Command::new(shim())
+        .args([pimcp_actors::process::SHIM_ARG, &ours, "/bin/sh", "-c", "exit 7"])
+        .process_group(0)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(7));
+    // A parent pid that is not ours: the shim starts nothing.
+    let status = std::process::Command::new(shim())
+        .args([pimcp_actors::process::SHIM_ARG, "1", "/bin/sh", "-c", "exit 7"])
+        .process_group(0)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(127));
 }
