@@ -1,2 +1,72 @@
-//! placeholder
-fn main() {}
+//! `pimcp-run`: argument parsing, exit codes and logging setup. Each command family lives in `commands/`; this file
+//! only parses, dispatches and turns the outcome into an exit code. Logs go to stderr; stdout carries the command's
+//! output (or, later, the MCP protocol).
+
+#![allow(clippy::print_stdout, reason = "a command's output is printed to stdout")]
+
+mod commands;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Exit status: success.
+pub(crate) const EXIT_OK: u8 = 0;
+/// Exit status: the operation failed (I/O, a server already exists, …).
+pub(crate) const EXIT_FAILED: u8 = 1;
+/// Exit status: usage error or invalid configuration.
+pub(crate) const EXIT_USAGE: u8 = 2;
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0  success
+  1  the operation failed
+  2  usage error or invalid configuration
+
+With no command, pimcp-run is the stdio MCP server a host starts; run from a terminal it prints how to add it
+to a host. Logs go to stderr (PIMCP_LOG or RUST_LOG, e.g. PIMCP_LOG=debug).";
+
+/// One small, robust MCP client runtime: many MCP servers behind a single `mcp` proxy tool.
+#[derive(Debug, Parser)]
+#[command(name = "pimcp-run", version, after_help = AFTER_HELP)]
+pub(crate) struct Cli {
+    /// Read this file instead of <agentDir>/mcp.json (source 4); `add --global` and `init` write it.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Project directory (default: the current directory). For `add` and `remove`, `--project` alone selects the
+    /// project's `.mcp.json`.
+    #[arg(long, global = true, value_name = "DIR", num_args = 0..=1, default_missing_value = ".")]
+    pub project: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Option<commands::Command>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let code = match commands::run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("pimcp-run: {}", output::error_chain(&err));
+            commands::exit_code_for(&err)
+        }
+    };
+    ExitCode::from(code)
+}
+
+/// `PIMCP_LOG`, else `RUST_LOG`, else warnings only; always to stderr.
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("PIMCP_LOG")
+        .ok()
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .and_then(|spec| EnvFilter::try_new(spec).ok())
+        .unwrap_or_else(|| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

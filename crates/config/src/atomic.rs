@@ -19,8 +19,14 @@ pub(crate) fn write_atomic(path: &Path, contents: &[u8], new_mode: u32) -> std::
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => new_mode,
         Err(err) => return Err(err),
     };
-    let file_name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut temp = tempfile::Builder::new().prefix(&format!(".{file_name}.")).suffix(".tmp").tempfile_in(&dir)?;
+    let file_name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut temp = tempfile::Builder::new()
+        .prefix(&format!(".{file_name}."))
+        .suffix(".tmp")
+        .tempfile_in(&dir)?;
     temp.as_file().set_permissions(std::fs::Permissions::from_mode(mode))?;
     temp.write_all(contents)?;
     temp.as_file().sync_all()?;
@@ -67,7 +73,10 @@ mod tests {
         assert_eq!(meta.permissions().mode() & 0o777, 0o640);
         assert_ne!(meta.ino(), inode, "replaced by rename, not rewritten in place");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(leftovers.len(), 1, "{leftovers:?}");
     }
 

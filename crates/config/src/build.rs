@@ -75,7 +75,11 @@ pub(crate) fn build_server(merged: &MergedServer, ctx: &BuildCtx<'_>, sink: &mut
     let raw: RawServer = match serde_json::from_value(Value::Object(merged.fields.clone())) {
         Ok(raw) => raw,
         Err(_) => {
-            sink.error(Some(name), None, "the merged definition is not valid; the server is skipped");
+            sink.error(
+                Some(name),
+                None,
+                "the merged definition is not valid; the server is skipped",
+            );
             return None;
         }
     };
@@ -111,11 +115,19 @@ pub(crate) fn build_server(merged: &MergedServer, ctx: &BuildCtx<'_>, sink: &mut
     ] {
         if transports != transport_field && merged.fields.contains_key(field) {
             let kind = if transports == "command" { "stdio" } else { "HTTP" };
-            sink.warning(Some(name), Some(field), format!("applies only to {kind} servers; ignored"));
+            sink.warning(
+                Some(name),
+                Some(field),
+                format!("applies only to {kind} servers; ignored"),
+            );
         }
     }
 
-    let mut ex = Expander { ctx, literal: &merged.literal, errors: Vec::new() };
+    let mut ex = Expander {
+        ctx,
+        literal: &merged.literal,
+        errors: Vec::new(),
+    };
     let transport = match transport_field {
         "command" => {
             let command = raw.command.as_deref().unwrap_or_default();
@@ -127,31 +139,62 @@ pub(crate) fn build_server(merged: &MergedServer, ctx: &BuildCtx<'_>, sink: &mut
                 .enumerate()
                 .map(|(i, arg)| ex.string("args", &format!("args[{i}]"), arg, Syntax::Braced))
                 .collect();
-            let env = raw.env.as_ref().map(|env| ex.secret_map("env", env)).unwrap_or_default();
+            let env = raw
+                .env
+                .as_ref()
+                .map(|env| ex.secret_map("env", env))
+                .unwrap_or_default();
             let cwd = raw.cwd.as_ref().map(|cwd| {
                 let cwd = ex.string("cwd", "cwd", cwd, Syntax::Braced);
                 absolute(&expand_tilde(&cwd, ctx.home), ctx.project_dir)
             });
-            Transport::Stdio(StdioTransport { command, args, env, cwd, inherit_env: raw.inherit_env.unwrap_or(true) })
+            Transport::Stdio(StdioTransport {
+                command,
+                args,
+                env,
+                cwd,
+                inherit_env: raw.inherit_env.unwrap_or(true),
+            })
         }
         "url" => {
             let url = ex.string("url", "url", raw.url.as_deref().unwrap_or_default(), Syntax::Braced);
-            let headers = raw.headers.as_ref().map(|h| ex.secret_map("headers", h)).unwrap_or_default();
-            Transport::Http(HttpTransport { url, headers, allow_legacy_sse: raw.kind == Some(RawType::Sse) })
+            let headers = raw
+                .headers
+                .as_ref()
+                .map(|h| ex.secret_map("headers", h))
+                .unwrap_or_default();
+            Transport::Http(HttpTransport {
+                url,
+                headers,
+                allow_legacy_sse: raw.kind == Some(RawType::Sse),
+            })
         }
         _ => {
-            let path = ex.string("socket", "socket", raw.socket.as_deref().unwrap_or_default(), Syntax::Braced);
-            Transport::Socket(SocketTransport { path: absolute(&expand_tilde(&path, ctx.home), ctx.project_dir) })
+            let path = ex.string(
+                "socket",
+                "socket",
+                raw.socket.as_deref().unwrap_or_default(),
+                Syntax::Braced,
+            );
+            Transport::Socket(SocketTransport {
+                path: absolute(&expand_tilde(&path, ctx.home), ctx.project_dir),
+            })
         }
     };
     let missing_vars = !ex.errors.is_empty();
-    if let Transport::Http(http) = &transport {
-        if !missing_vars && !is_http_url(&http.url) {
-            ex.errors.push("`url` is not an absolute http:// or https:// URL".into());
-        }
+    if let Transport::Http(http) = &transport
+        && !missing_vars
+        && !is_http_url(&http.url)
+    {
+        ex.errors
+            .push("`url` is not an absolute http:// or https:// URL".into());
     }
 
-    let auth = if matches!(transport, Transport::Http(_)) { build_auth(&raw, &mut ex) } else { AuthConfig::Auto };
+    let auth = if matches!(transport, Transport::Http(_)) {
+        build_auth(&raw, &mut ex)
+    } else {
+        AuthConfig::Auto
+    };
     let lifecycle = raw.lifecycle.map(|l| l.mode()).unwrap_or_default();
     let timeouts = build_timeouts(&raw, lifecycle, ctx.settings);
 
@@ -184,7 +227,10 @@ pub(crate) fn build_server(merged: &MergedServer, ctx: &BuildCtx<'_>, sink: &mut
         tool_prefix: raw.tool_prefix,
         include_tools: raw.include_tools.clone().unwrap_or_default(),
         exclude_tools: raw.exclude_tools.clone().unwrap_or_default(),
-        hidden: raw.exposure.as_deref().is_some_and(|e| e.eq_ignore_ascii_case("hidden")),
+        hidden: raw
+            .exposure
+            .as_deref()
+            .is_some_and(|e| e.eq_ignore_ascii_case("hidden")),
         search_keywords: raw.search_keywords.clone().unwrap_or_default(),
         approve_tools: raw.approve_tools.as_ref().map(approve_tools),
         debug: raw.debug.unwrap_or(false),
@@ -201,17 +247,27 @@ fn is_http_url(url: &str) -> bool {
 }
 
 fn build_auth(raw: &RawServer, ex: &mut Expander<'_>) -> AuthConfig {
-    let bearer = || AuthConfig::Bearer { token: None, token_env: None };
+    let bearer = || AuthConfig::Bearer {
+        token: None,
+        token_env: None,
+    };
     let with_bearer = |ex: &mut Expander<'_>| {
-        let token = raw.bearer_token.as_ref().map(|t| ex.secret("bearerToken", "bearerToken", t, Syntax::Braced));
-        AuthConfig::Bearer { token, token_env: raw.bearer_token_env.clone() }
+        let token = raw
+            .bearer_token
+            .as_ref()
+            .map(|t| ex.secret("bearerToken", "bearerToken", t, Syntax::Braced));
+        AuthConfig::Bearer {
+            token,
+            token_env: raw.bearer_token_env.clone(),
+        }
     };
     let auth = match (raw.auth, &raw.oauth) {
         (Some(RawAuth::Flag(false)), _) => AuthConfig::Disabled,
         (Some(RawAuth::Kind(RawAuthKind::Bearer)), _) => {
             let auth = with_bearer(ex);
             if auth == bearer() {
-                ex.errors.push("`auth` is \"bearer\" but neither `bearerToken` nor `bearerTokenEnv` is set".into());
+                ex.errors
+                    .push("`auth` is \"bearer\" but neither `bearerToken` nor `bearerTokenEnv` is set".into());
             }
             auth
         }
@@ -232,7 +288,8 @@ fn build_auth(raw: &RawServer, ex: &mut Expander<'_>) -> AuthConfig {
     if let Some(env) = &raw.bearer_token_env {
         let valid = !env.is_empty() && env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         if !valid && matches!(auth, AuthConfig::Bearer { .. }) {
-            ex.errors.push("`bearerTokenEnv` must be the name of an environment variable".into());
+            ex.errors
+                .push("`bearerTokenEnv` must be the name of an environment variable".into());
         }
     }
     auth
@@ -255,7 +312,12 @@ fn build_oauth(raw: &RawOAuth, ex: &mut Expander<'_>) -> OAuthConfig {
             .authorization_params
             .iter()
             .flatten()
-            .map(|(k, v)| (k.clone(), ex.string("oauth", &format!("oauth.authorizationParams.{k}"), v, Syntax::Braced)))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    ex.string("oauth", &format!("oauth.authorizationParams.{k}"), v, Syntax::Braced),
+                )
+            })
             .collect(),
         client_name: ex.opt("oauth", &field("clientName"), &raw.client_name),
         client_uri: ex.opt("oauth", &field("clientUri"), &raw.client_uri),
@@ -280,9 +342,16 @@ fn minutes(value: f64) -> Option<Duration> {
 fn build_timeouts(raw: &RawServer, lifecycle: Lifecycle, settings: &Settings) -> Timeouts {
     let request_ms = raw.request_timeout_ms.and_then(|ms| seconds(ms / 1000.0));
     let timeout = raw.timeout.and_then(seconds);
-    let request =
-        request_ms.or(timeout).or(settings.request_timeout).unwrap_or(Timeouts::DEFAULT_REQUEST);
-    let startup = raw.startup_timeout.and_then(seconds).or(request_ms).or(timeout).unwrap_or(Timeouts::DEFAULT_STARTUP);
+    let request = request_ms
+        .or(timeout)
+        .or(settings.request_timeout)
+        .unwrap_or(Timeouts::DEFAULT_REQUEST);
+    let startup = raw
+        .startup_timeout
+        .and_then(seconds)
+        .or(request_ms)
+        .or(timeout)
+        .unwrap_or(Timeouts::DEFAULT_STARTUP);
     let tool = raw.tool_timeout.and_then(seconds).unwrap_or(request);
     let idle = match lifecycle {
         Lifecycle::KeepAlive | Lifecycle::LazyKeepAlive => None,
@@ -292,7 +361,12 @@ fn build_timeouts(raw: &RawServer, lifecycle: Lifecycle, settings: &Settings) ->
             None => settings.idle_timeout,
         },
     };
-    Timeouts { startup, request, tool, idle }
+    Timeouts {
+        startup,
+        request,
+        tool,
+        idle,
+    }
 }
 
 fn direct_tools(raw: &RawDirectTools) -> DirectTools {
@@ -322,7 +396,11 @@ pub(crate) fn build_settings(
     let raw: RawSettings = match serde_json::from_value(Value::Object(values.clone())) {
         Ok(raw) => raw,
         Err(_) => {
-            sink.error(None, Some("settings"), "the merged settings are not valid; defaults are used");
+            sink.error(
+                None,
+                Some("settings"),
+                "the merged settings are not valid; defaults are used",
+            );
             RawSettings::default()
         }
     };
@@ -335,9 +413,16 @@ pub(crate) fn build_settings(
         }),
         Some(RawOutputGuard::Flag(true)) | None => Some(OutputGuard::DEFAULT),
     };
-    let output_guard = if env.get("MCP_OUTPUT_GUARD").map(str::trim) == Some("0") { None } else { output_guard };
+    let output_guard = if env.get("MCP_OUTPUT_GUARD").map(str::trim) == Some("0") {
+        None
+    } else {
+        output_guard
+    };
     let trace = match raw.trace {
-        Some(RawTrace::Flag(enabled)) => TraceSettings { enabled, ..TraceSettings::default() },
+        Some(RawTrace::Flag(enabled)) => TraceSettings {
+            enabled,
+            ..TraceSettings::default()
+        },
         Some(RawTrace::Settings(t)) => TraceSettings {
             enabled: t.enabled.unwrap_or(true),
             file: t.file.as_deref().map(|f| absolute(&expand_tilde(f, home), project_dir)),
@@ -352,10 +437,18 @@ pub(crate) fn build_settings(
             None => defaults.idle_timeout,
         },
         request_timeout: raw.request_timeout_ms.and_then(|ms| seconds(ms / 1000.0)),
-        direct_tools: raw.direct_tools.as_ref().map(direct_tools).unwrap_or(defaults.direct_tools),
+        direct_tools: raw
+            .direct_tools
+            .as_ref()
+            .map(direct_tools)
+            .unwrap_or(defaults.direct_tools),
         freeze_direct_tools: raw.freeze_direct_tools.unwrap_or(false),
         disable_proxy_tool: raw.disable_proxy_tool.unwrap_or(false),
-        approve_tools: raw.approve_tools.as_ref().map(approve_tools).unwrap_or(defaults.approve_tools),
+        approve_tools: raw
+            .approve_tools
+            .as_ref()
+            .map(approve_tools)
+            .unwrap_or(defaults.approve_tools),
         output_guard,
         trace,
         host_config_discovery: raw.host_config_discovery.unwrap_or_default(),
@@ -371,7 +464,10 @@ pub(crate) fn build_settings(
         sampling_auto_approve: raw.sampling_auto_approve.unwrap_or(false),
         elicitation: raw.elicitation,
         warm_cache: raw.warm_cache.unwrap_or(false),
-        health_interval: raw.health_interval.and_then(seconds).unwrap_or(defaults.health_interval),
+        health_interval: raw
+            .health_interval
+            .and_then(seconds)
+            .unwrap_or(defaults.health_interval),
     }
 }
 
@@ -388,7 +484,10 @@ pub(crate) fn apply_direct_tools_env(servers: &mut [ServerConfig], settings: &mu
             break;
         }
         match token.split_once('/') {
-            Some((server, tool)) => match wanted.entry(server.to_string()).or_insert(DirectTools::Listed(Vec::new())) {
+            Some((server, tool)) => match wanted
+                .entry(server.to_string())
+                .or_insert(DirectTools::Listed(Vec::new()))
+            {
                 DirectTools::Listed(tools) => tools.push(tool.to_string()),
                 DirectTools::All | DirectTools::Off => {}
             },

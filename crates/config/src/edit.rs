@@ -86,7 +86,10 @@ pub fn add_server(opts: &LoadOptions, req: &AddServer) -> Result<EditOutcome> {
                 entry.insert("args".into(), json!(args));
             }
             if !req.env.is_empty() {
-                entry.insert("env".into(), Value::Object(req.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect()));
+                entry.insert(
+                    "env".into(),
+                    Value::Object(req.env.iter().map(|(k, v)| (k.clone(), json!(v))).collect()),
+                );
             }
         }
         ServerSpec::Http { url } => {
@@ -101,13 +104,22 @@ pub fn add_server(opts: &LoadOptions, req: &AddServer) -> Result<EditOutcome> {
     }
     let entry = Value::Object(entry);
     let mut problems = Vec::new();
-    if crate::entries::parse_server(&req.name, &entry, &mut crate::problems::Sink::new(&mut problems, Some(&path))).is_err() {
+    if crate::entries::parse_server(
+        &req.name,
+        &entry,
+        &mut crate::problems::Sink::new(&mut problems, Some(&path)),
+    )
+    .is_err()
+    {
         let message = problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
         return Err(Error::Invalid { path, message });
     }
     let doc = Document::read(&path)?;
     if doc.server_member(&req.name).is_some() {
-        return Err(Error::ServerExists { name: req.name.clone(), path });
+        return Err(Error::ServerExists {
+            name: req.name.clone(),
+            path,
+        });
     }
     let text = doc.set(&["mcpServers", &req.name], &entry)?;
     write(opts, &doc, text, scope_new_mode(req.scope), false)
@@ -129,7 +141,11 @@ pub fn remove_server(opts: &LoadOptions, name: &str, scope: Option<EditScope>) -
         let mut text = doc.text.clone();
         let mut removed = false;
         for key in ["mcpServers", "mcp-servers"] {
-            let current = Document { path: path.clone(), text: text.clone(), exists: true };
+            let current = Document {
+                path: path.clone(),
+                text: text.clone(),
+                exists: true,
+            };
             if current.member_of(key, name).is_some() {
                 text = current.remove(&[key, name])?;
                 removed = true;
@@ -153,13 +169,28 @@ pub fn set_disabled(opts: &LoadOptions, name: &str, disabled: bool) -> Result<Ed
     let mut base = doc.text.clone();
     for key in ["mcpServers", "mcp-servers"] {
         for field in ["disabled", "enabled"] {
-            let current = Document { path: path.clone(), text: base.clone(), exists: doc.exists };
-            if current.member_of(key, name).and_then(|entry| entry.value.member(field).cloned()).is_some() {
+            let current = Document {
+                path: path.clone(),
+                text: base.clone(),
+                exists: doc.exists,
+            };
+            if current
+                .member_of(key, name)
+                .and_then(|entry| entry.value.member(field).cloned())
+                .is_some()
+            {
                 base = current.remove(&[key, name, field])?;
             }
         }
-        let current = Document { path: path.clone(), text: base.clone(), exists: doc.exists };
-        if current.member_of(key, name).is_some_and(|entry| matches!(&entry.value, Node::Object { members, .. } if members.is_empty())) {
+        let current = Document {
+            path: path.clone(),
+            text: base.clone(),
+            exists: doc.exists,
+        };
+        if current
+            .member_of(key, name)
+            .is_some_and(|entry| matches!(&entry.value, Node::Object { members, .. } if members.is_empty()))
+        {
             base = current.remove(&[key, name])?;
         }
     }
@@ -170,7 +201,11 @@ pub fn set_disabled(opts: &LoadOptions, name: &str, disabled: bool) -> Result<Ed
         return Err(not_found(opts, name));
     };
     let lower_disabled = server.availability == Availability::Disabled;
-    let based = Document { path: path.clone(), text: base, exists: doc.exists };
+    let based = Document {
+        path: path.clone(),
+        text: base,
+        exists: doc.exists,
+    };
     let text = if disabled {
         based.set(&["mcpServers", name, "disabled"], &Value::Bool(true))?
     } else if lower_disabled {
@@ -218,7 +253,10 @@ fn check_name(name: &str) -> Result<()> {
         None
     };
     match reason {
-        Some(reason) => Err(Error::InvalidName { name: name.escape_debug().to_string(), reason: reason.into() }),
+        Some(reason) => Err(Error::InvalidName {
+            name: name.escape_debug().to_string(),
+            reason: reason.into(),
+        }),
         None => Ok(()),
     }
 }
@@ -228,22 +266,38 @@ fn not_found(opts: &LoadOptions, name: &str) -> Error {
     let loaded = load_detailed(opts);
     if let Some(server) = loaded.config.server(name) {
         let reason = match &server.origin {
-            Origin::Import { host, .. } => format!("it comes from the `{host}` import (imports are read-only); disable it instead"),
+            Origin::Import { host, .. } => {
+                format!("it comes from the `{host}` import (imports are read-only); disable it instead")
+            }
             Origin::Plugin { plugin, .. } => format!("it comes from the agent plugin `{plugin}`; disable it instead"),
             other => format!("it is defined in {other}"),
         };
-        return Error::NotEditable { name: name.to_string(), reason };
+        return Error::NotEditable {
+            name: name.to_string(),
+            reason,
+        };
     }
     let mut close: Vec<&str> = loaded
         .config
         .servers
         .iter()
         .map(|s| s.name.as_str())
-        .filter(|n| n.to_lowercase().contains(&name.to_lowercase()) || name.to_lowercase().contains(&n.to_lowercase()) || edit_distance(n, name) <= 2)
+        .filter(|n| {
+            n.to_lowercase().contains(&name.to_lowercase())
+                || name.to_lowercase().contains(&n.to_lowercase())
+                || edit_distance(n, name) <= 2
+        })
         .collect();
     close.truncate(3);
-    let hint = if close.is_empty() { String::new() } else { format!(" (did you mean `{}`?)", close.join("`, `")) };
-    Error::UnknownServer { name: name.to_string(), hint }
+    let hint = if close.is_empty() {
+        String::new()
+    } else {
+        format!(" (did you mean `{}`?)", close.join("`, `"))
+    };
+    Error::UnknownServer {
+        name: name.to_string(),
+        hint,
+    }
 }
 
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -274,23 +328,47 @@ impl Document {
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(Document { path: path.to_path_buf(), text: String::new(), exists: false });
+                return Ok(Document {
+                    path: path.to_path_buf(),
+                    text: String::new(),
+                    exists: false,
+                });
             }
-            Err(source) => return Err(Error::Read { path: path.to_path_buf(), source }),
+            Err(source) => {
+                return Err(Error::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
         };
-        let doc = Document { path: path.to_path_buf(), text, exists: true };
+        let doc = Document {
+            path: path.to_path_buf(),
+            text,
+            exists: true,
+        };
         match crate::parse_jsonc(&doc.text) {
-            Err(err) => Err(Error::Syntax { path: doc.path, line: err.line, column: err.column, message: err.message }),
+            Err(err) => Err(Error::Syntax {
+                path: doc.path,
+                line: err.line,
+                column: err.column,
+                message: err.message,
+            }),
             Ok(Some(Value::Object(root))) => {
                 for key in ["mcpServers", "mcp-servers"] {
                     if root.get(key).is_some_and(|v| !v.is_object()) {
-                        return Err(Error::Invalid { path: doc.path, message: format!("`{key}` is not an object") });
+                        return Err(Error::Invalid {
+                            path: doc.path,
+                            message: format!("`{key}` is not an object"),
+                        });
                     }
                 }
                 Ok(doc)
             }
             Ok(None) => Ok(doc),
-            Ok(Some(_)) => Err(Error::Invalid { path: doc.path, message: "the top level is not an object".into() }),
+            Ok(Some(_)) => Err(Error::Invalid {
+                path: doc.path,
+                message: "the top level is not an object".into(),
+            }),
         }
     }
 
@@ -299,7 +377,11 @@ impl Document {
     }
 
     fn root(&self) -> Option<Node> {
-        if self.text.trim().is_empty() { None } else { spans::parse(&self.text) }
+        if self.text.trim().is_empty() {
+            None
+        } else {
+            spans::parse(&self.text)
+        }
     }
 
     fn member_of(&self, map: &str, name: &str) -> Option<spans::Member> {
@@ -307,7 +389,8 @@ impl Document {
     }
 
     fn server_member(&self, name: &str) -> Option<spans::Member> {
-        self.member_of("mcpServers", name).or_else(|| self.member_of("mcp-servers", name))
+        self.member_of("mcpServers", name)
+            .or_else(|| self.member_of("mcp-servers", name))
     }
 
     /// The text with `path` set to `value`, creating missing objects on the way.
@@ -347,7 +430,10 @@ impl Document {
         let root = self.root().ok_or_else(|| self.invalid("the file is empty".into()))?;
         let mut node = &root;
         for key in &path[..path.len() - 1] {
-            node = &node.member(key).ok_or_else(|| self.invalid(format!("`{key}` not found")))?.value;
+            node = &node
+                .member(key)
+                .ok_or_else(|| self.invalid(format!("`{key}` not found")))?
+                .value;
         }
         let text = spans::remove_member(&self.text, node, path[path.len() - 1]);
         self.checked(text, path, None)
@@ -367,17 +453,27 @@ impl Document {
     }
 
     fn invalid(&self, message: String) -> Error {
-        Error::Invalid { path: self.path.clone(), message }
+        Error::Invalid {
+            path: self.path.clone(),
+            message,
+        }
     }
 
     fn refused(&self) -> Error {
-        self.invalid("refusing to write: the edit did not produce the intended valid JSON (the file is unchanged)".into())
+        self.invalid(
+            "refusing to write: the edit did not produce the intended valid JSON (the file is unchanged)".into(),
+        )
     }
 }
 
 /// Writes `text` over the document's file (if it changed), with a backup when needed, and keeps trust current.
 fn write(opts: &LoadOptions, doc: &Document, text: String, new_mode: u32, always_backup: bool) -> Result<EditOutcome> {
-    let mut outcome = EditOutcome { path: doc.path.clone(), changed: text != doc.text, created: !doc.exists, backup: None };
+    let mut outcome = EditOutcome {
+        path: doc.path.clone(),
+        changed: text != doc.text,
+        created: !doc.exists,
+        backup: None,
+    };
     if !outcome.changed {
         return Ok(outcome);
     }
@@ -388,12 +484,16 @@ fn write(opts: &LoadOptions, doc: &Document, text: String, new_mode: u32, always
         let mut name = doc.path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
         name.push(".bak");
         let backup = doc.path.with_file_name(name);
-        crate::atomic::write_atomic(&backup, doc.text.as_bytes(), 0o600)
-            .map_err(|source| Error::Write { path: backup.clone(), source })?;
+        crate::atomic::write_atomic(&backup, doc.text.as_bytes(), 0o600).map_err(|source| Error::Write {
+            path: backup.clone(),
+            source,
+        })?;
         outcome.backup = Some(backup);
     }
-    crate::atomic::write_atomic(&doc.path, text.as_bytes(), new_mode)
-        .map_err(|source| Error::Write { path: doc.path.clone(), source })?;
+    crate::atomic::write_atomic(&doc.path, text.as_bytes(), new_mode).map_err(|source| Error::Write {
+        path: doc.path.clone(),
+        source,
+    })?;
     if in_project {
         crate::trust::refresh_after_edit(&opts.project_dir, &doc.path, &opts.data_dir, was_trusted)?;
     }

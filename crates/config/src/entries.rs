@@ -18,8 +18,15 @@ use crate::schema::{expected, oauth_fields, server_fields, settings_fields};
 pub(crate) const TRANSPORT_FIELDS: [&str; 3] = ["command", "url", "socket"];
 
 /// Fields pi-mcp-adapter accepts that pimcp does not support (reported as warnings, not as unknown).
-const INCUMBENT_SERVER_FIELDS: [&str; 7] =
-    ["tasks", "requestHeadersCommand", "caFile", "bearerTokenStore", "literalEnv", "httpTransport", "pluginDataDir"];
+const INCUMBENT_SERVER_FIELDS: [&str; 7] = [
+    "tasks",
+    "requestHeadersCommand",
+    "caFile",
+    "bearerTokenStore",
+    "literalEnv",
+    "httpTransport",
+    "pluginDataDir",
+];
 const INCUMBENT_SETTINGS: [&str; 15] = [
     "namespaceProxyTools",
     "strictDirectToolArguments",
@@ -59,18 +66,22 @@ pub(crate) fn parse_root(root: &Value, sink: &mut Sink<'_>) -> Option<FileConten
         return None;
     };
     for key in ["mcpServers", "mcp-servers", "settings"] {
-        if let Some(value) = root.get(key) {
-            if !value.is_object() {
-                sink.error(None, Some(key), "expected an object; the file is skipped");
-                return None;
-            }
-        }
-    }
-    if let Some(value) = root.get("imports") {
-        if !value.is_array() {
-            sink.error(None, Some("imports"), "expected an array of host names; the file is skipped");
+        if let Some(value) = root.get(key)
+            && !value.is_object()
+        {
+            sink.error(None, Some(key), "expected an object; the file is skipped");
             return None;
         }
+    }
+    if let Some(value) = root.get("imports")
+        && !value.is_array()
+    {
+        sink.error(
+            None,
+            Some("imports"),
+            "expected an array of host names; the file is skipped",
+        );
+        return None;
     }
     let mut content = FileContent::default();
     for key in root.keys() {
@@ -84,7 +95,11 @@ pub(crate) fn parse_root(root: &Value, sink: &mut Sink<'_>) -> Option<FileConten
     let modern = root.get("mcpServers").and_then(Value::as_object);
     for (name, value) in legacy.into_iter().flatten() {
         if modern.is_some_and(|m| m.contains_key(name)) {
-            sink.warning(Some(name), None, "defined under both `mcpServers` and `mcp-servers`; `mcpServers` wins");
+            sink.warning(
+                Some(name),
+                None,
+                "defined under both `mcpServers` and `mcp-servers`; `mcpServers` wins",
+            );
             continue;
         }
         push_server(&mut content, name, value, sink);
@@ -120,7 +135,11 @@ pub(crate) fn parse_imports(items: &[Value], sink: &mut Sink<'_>) -> Vec<HostKin
                 Some(_) => {}
                 None => {
                     let known: Vec<&str> = HostKind::ALL.iter().map(|h| h.id()).collect();
-                    sink.error(None, Some(&field), format!("unknown host; expected one of {}", known.join(", ")));
+                    sink.error(
+                        None,
+                        Some(&field),
+                        format!("unknown host; expected one of {}", known.join(", ")),
+                    );
                 }
             },
             None => sink.error(None, Some(&field), "expected a host name (a string)"),
@@ -141,7 +160,11 @@ pub(crate) fn parse_server(name: &str, value: &Value, sink: &mut Sink<'_>) -> Re
     for (key, val) in obj {
         if !known.iter().any(|k| k == key) {
             if INCUMBENT_SERVER_FIELDS.contains(&key.as_str()) {
-                sink.warning(Some(name), Some(key), "pi-mcp-adapter field not supported by pimcp; ignored");
+                sink.warning(
+                    Some(name),
+                    Some(key),
+                    "pi-mcp-adapter field not supported by pimcp; ignored",
+                );
             } else {
                 sink.warning(Some(name), Some(key), "unknown field; ignored");
             }
@@ -155,16 +178,20 @@ pub(crate) fn parse_server(name: &str, value: &Value, sink: &mut Sink<'_>) -> Re
             let field = if key == "oauth" { failing_oauth_field(val) } else { None };
             let field = field.unwrap_or_else(|| key.clone());
             let leaf = field.rsplit('.').next().unwrap_or(&field).to_string();
-            sink.error(Some(name), Some(&field), format!("expected {}; the entry is skipped", expected(&leaf)));
+            sink.error(
+                Some(name),
+                Some(&field),
+                format!("expected {}; the entry is skipped", expected(&leaf)),
+            );
             bad.push(field);
             continue;
         }
-        if key == "oauth" {
-            if let Some(oauth) = val.as_object() {
-                for sub in oauth.keys() {
-                    if !oauth_fields().iter().any(|k| k == sub) {
-                        sink.warning(Some(name), Some(&format!("oauth.{sub}")), "unknown field; ignored");
-                    }
+        if key == "oauth"
+            && let Some(oauth) = val.as_object()
+        {
+            for sub in oauth.keys() {
+                if !oauth_fields().iter().any(|k| k == sub) {
+                    sink.warning(Some(name), Some(&format!("oauth.{sub}")), "unknown field; ignored");
                 }
             }
         }
@@ -173,7 +200,11 @@ pub(crate) fn parse_server(name: &str, value: &Value, sink: &mut Sink<'_>) -> Re
 
     // Values with the right type but a meaning we reject or adjust.
     for key in TRANSPORT_FIELDS {
-        if out.get(key).and_then(Value::as_str).is_some_and(|s| s.trim().is_empty()) {
+        if out
+            .get(key)
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.trim().is_empty())
+        {
             sink.error(Some(name), Some(key), "must not be empty; the entry is skipped");
             bad.push(key.to_string());
         }
@@ -185,34 +216,56 @@ pub(crate) fn parse_server(name: &str, value: &Value, sink: &mut Sink<'_>) -> Re
         }
     }
     if out.get("idleTimeout").and_then(Value::as_f64).is_some_and(|v| v < 0.0) {
-        sink.warning(Some(name), Some("idleTimeout"), "must be zero or a positive number of minutes; ignored");
+        sink.warning(
+            Some(name),
+            Some("idleTimeout"),
+            "must be zero or a positive number of minutes; ignored",
+        );
         out.remove("idleTimeout");
     }
     if out.get("directTools").and_then(Value::as_str) == Some("search") {
-        sink.warning(Some(name), Some("directTools"), "`\"search\"` mode is not supported; treated as `false`");
+        sink.warning(
+            Some(name),
+            Some("directTools"),
+            "`\"search\"` mode is not supported; treated as `false`",
+        );
         out.insert("directTools".into(), Value::Bool(false));
     }
-    if out.get("oauth").and_then(|o| o.get("callbackPort")).and_then(Value::as_u64) == Some(0) {
-        sink.error(Some(name), Some("oauth.callbackPort"), format!("expected {}; the entry is skipped", expected("callbackPort")));
+    if out
+        .get("oauth")
+        .and_then(|o| o.get("callbackPort"))
+        .and_then(Value::as_u64)
+        == Some(0)
+    {
+        sink.error(
+            Some(name),
+            Some("oauth.callbackPort"),
+            format!("expected {}; the entry is skipped", expected("callbackPort")),
+        );
         bad.push("oauth.callbackPort".into());
     }
 
     // One transport per entry, and `type` agreeing with it.
-    let set: Vec<&str> = TRANSPORT_FIELDS.into_iter().filter(|k| out.get(*k).is_some_and(|v| !v.is_null())).collect();
+    let set: Vec<&str> = TRANSPORT_FIELDS
+        .into_iter()
+        .filter(|k| out.get(*k).is_some_and(|v| !v.is_null()))
+        .collect();
     if set.len() > 1 {
         sink.error(
             Some(name),
             Some(set[1]),
-            format!("`{}` and `{}` are both set; a server has exactly one transport; the entry is skipped", set[0], set[1]),
+            format!(
+                "`{}` and `{}` are both set; a server has exactly one transport; the entry is skipped",
+                set[0], set[1]
+            ),
         );
         bad.push(set[1].to_string());
-    } else if let Some(kind) = out.get("type").and_then(Value::as_str) {
-        if let Some(transport) = set.first() {
-            if let Some(message) = type_conflict(kind, transport) {
-                sink.error(Some(name), Some("type"), format!("{message}; the entry is skipped"));
-                bad.push("type".into());
-            }
-        }
+    } else if let Some(kind) = out.get("type").and_then(Value::as_str)
+        && let Some(transport) = set.first()
+        && let Some(message) = type_conflict(kind, transport)
+    {
+        sink.error(Some(name), Some("type"), format!("{message}; the entry is skipped"));
+        bad.push("type".into());
     }
     if !bad.is_empty() {
         return Err(bad);
@@ -246,7 +299,11 @@ fn normalize(name: &str, out: &mut Map<String, Value>, sink: &mut Sink<'_>) {
         }
         (Some(Value::Bool(d)), Some(Value::Bool(e))) => {
             if d == e {
-                sink.warning(Some(name), Some("enabled"), "contradicts `disabled`; the server is disabled");
+                sink.warning(
+                    Some(name),
+                    Some("enabled"),
+                    "contradicts `disabled`; the server is disabled",
+                );
             }
             out.insert("disabled".into(), Value::Bool(d || !e));
         }
@@ -262,10 +319,10 @@ fn normalize(name: &str, out: &mut Map<String, Value>, sink: &mut Sink<'_>) {
             out.insert("exposure".into(), Value::String(mode));
         }
     }
-    if let Some(Value::Object(legacy)) = out.get("lifecycle") {
-        if let Some(mode) = legacy.get("mode").cloned() {
-            out.insert("lifecycle".into(), mode);
-        }
+    if let Some(Value::Object(legacy)) = out.get("lifecycle")
+        && let Some(mode) = legacy.get("mode").cloned()
+    {
+        out.insert("lifecycle".into(), mode);
     }
 }
 
@@ -298,7 +355,11 @@ pub(crate) fn parse_settings(settings: &Map<String, Value>, sink: &mut Sink<'_>)
         let field = format!("settings.{key}");
         if !known.iter().any(|k| k == key) {
             if INCUMBENT_SETTINGS.contains(&key.as_str()) {
-                sink.warning(None, Some(&field), "pi-mcp-adapter setting not supported by pimcp; ignored");
+                sink.warning(
+                    None,
+                    Some(&field),
+                    "pi-mcp-adapter setting not supported by pimcp; ignored",
+                );
             } else {
                 sink.warning(None, Some(&field), "unknown setting; ignored");
             }
@@ -308,7 +369,11 @@ pub(crate) fn parse_settings(settings: &Map<String, Value>, sink: &mut Sink<'_>)
             continue;
         }
         if serde_json::from_value::<RawSettings>(json!({ key: val })).is_err() {
-            sink.error(None, Some(&field), format!("expected {}; the setting is ignored", expected(key)));
+            sink.error(
+                None,
+                Some(&field),
+                format!("expected {}; the setting is ignored", expected(key)),
+            );
             continue;
         }
         let negative = val.as_f64().is_some_and(|v| v < 0.0);
@@ -317,7 +382,11 @@ pub(crate) fn parse_settings(settings: &Map<String, Value>, sink: &mut Sink<'_>)
             continue;
         }
         if key == "directTools" && val.as_str() == Some("search") {
-            sink.warning(None, Some(&field), "`\"search\"` mode is not supported; treated as `false`");
+            sink.warning(
+                None,
+                Some(&field),
+                "`\"search\"` mode is not supported; treated as `false`",
+            );
             out.insert(key.clone(), Value::Bool(false));
             continue;
         }
@@ -332,7 +401,9 @@ mod tests {
     use super::*;
     use crate::model::{ConfigProblem, Severity};
 
-    fn server(value: Value) -> (Result<Map<String, Value>, Vec<String>>, Vec<ConfigProblem>) {
+    type Parsed = (Result<Map<String, Value>, Vec<String>>, Vec<ConfigProblem>);
+
+    fn server(value: Value) -> Parsed {
         let mut problems = Vec::new();
         let result = parse_server("s", &value, &mut Sink::new(&mut problems, None));
         (result, problems)
@@ -344,7 +415,10 @@ mod tests {
         assert_eq!(result.unwrap_err(), vec!["args".to_string()]);
         assert_eq!(problems.len(), 1);
         let text = problems[0].to_string();
-        assert_eq!(text, "server `s`: `args`: expected an array of strings; the entry is skipped");
+        assert_eq!(
+            text,
+            "server `s`: `args`: expected an array of strings; the entry is skipped"
+        );
         assert!(!text.contains("secret-value"));
     }
 
@@ -352,7 +426,11 @@ mod tests {
     fn lifecycle_must_be_one_of_four() {
         let (result, problems) = server(json!({"command": "x", "lifecycle": "sometimes"}));
         assert!(result.is_err());
-        assert!(problems[0].message.contains("`lazy`, `eager`, `keep-alive`, `lazy-keep-alive`"));
+        assert!(
+            problems[0]
+                .message
+                .contains("`lazy`, `eager`, `keep-alive`, `lazy-keep-alive`")
+        );
         assert!(!problems[0].to_string().contains("sometimes"));
         let (ok, _) = server(json!({"command": "x", "lifecycle": {"mode": "keep-alive"}}));
         assert_eq!(ok.unwrap()["lifecycle"], "keep-alive");
@@ -362,7 +440,11 @@ mod tests {
     fn both_command_and_url() {
         let (result, problems) = server(json!({"command": "x", "url": "https://h/mcp"}));
         assert_eq!(result.unwrap_err(), vec!["url".to_string()]);
-        assert!(problems[0].message.contains("`command` and `url` are both set"), "{}", problems[0]);
+        assert!(
+            problems[0].message.contains("`command` and `url` are both set"),
+            "{}",
+            problems[0]
+        );
     }
 
     #[test]
@@ -372,14 +454,21 @@ mod tests {
         assert!(problems[0].message.starts_with("expected one of `stdio`"));
         let (result, problems) = server(json!({"command": "x", "type": "http"}));
         assert_eq!(result.unwrap_err(), vec!["type".to_string()]);
-        assert!(problems[0].message.contains("`type` is \"http\" but the server sets `command`"));
+        assert!(
+            problems[0]
+                .message
+                .contains("`type` is \"http\" but the server sets `command`")
+        );
     }
 
     #[test]
     fn not_an_object() {
         let (result, problems) = server(json!(["command"]));
         assert!(result.is_err());
-        assert_eq!(problems[0].to_string(), "server `s`: the entry is not an object; it is skipped");
+        assert_eq!(
+            problems[0].to_string(),
+            "server `s`: the entry is not an object; it is skipped"
+        );
     }
 
     #[test]
@@ -432,7 +521,11 @@ mod tests {
             &mut Sink::new(&mut problems, None),
         )
         .unwrap();
-        let names: Vec<_> = content.servers.iter().map(|(n, e)| (n.as_str(), e["command"].as_str().unwrap())).collect();
+        let names: Vec<_> = content
+            .servers
+            .iter()
+            .map(|(n, e)| (n.as_str(), e["command"].as_str().unwrap()))
+            .collect();
         assert_eq!(names, [("b", "b"), ("a", "new")]);
         assert_eq!(content.imports, [HostKind::Cursor]);
     }

@@ -39,7 +39,12 @@ pub enum Error {
         source: std::io::Error,
     },
     #[error("{}:{line}:{column}: {message}", path.display())]
-    Syntax { path: PathBuf, line: usize, column: usize, message: String },
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("{}: {message}", path.display())]
     Invalid { path: PathBuf, message: String },
     #[error("server `{name}` already exists in {}", path.display())]

@@ -75,13 +75,26 @@ pub fn explain(opts: &LoadOptions) -> (Config, ConfigView) {
     let sources = loaded
         .sources
         .iter()
-        .map(|s| SourceView { origin: s.file.origin.clone(), exists: s.file.exists, loaded: s.file.loaded, trusted: s.trusted })
+        .map(|s| SourceView {
+            origin: s.file.origin.clone(),
+            exists: s.file.exists,
+            loaded: s.file.loaded,
+            trusted: s.trusted,
+        })
         .collect();
     let settings = loaded
         .settings
         .values
         .iter()
-        .filter_map(|(k, v)| Some((k.clone(), FieldView { value: v.clone(), from: loaded.settings.provenance.get(k)?.clone() })))
+        .filter_map(|(k, v)| {
+            Some((
+                k.clone(),
+                FieldView {
+                    value: v.clone(),
+                    from: loaded.settings.provenance.get(k)?.clone(),
+                },
+            ))
+        })
         .collect();
     let servers = loaded
         .config
@@ -102,13 +115,18 @@ pub fn explain(opts: &LoadOptions) -> (Config, ConfigView) {
     (loaded.config, view)
 }
 
-fn server_view(server: &ServerConfig, fields: &Map<String, Value>, provenance: &BTreeMap<String, Origin>) -> ServerView {
+fn server_view(
+    server: &ServerConfig,
+    fields: &Map<String, Value>,
+    provenance: &BTreeMap<String, Origin>,
+) -> ServerView {
     let (status, reason) = match &server.availability {
         Availability::Available => ("available", None),
         Availability::Disabled => ("disabled", None),
-        Availability::Untrusted { trust_command, .. } => {
-            ("untrusted", Some(format!("defined by an untrusted project file; run `{trust_command}`")))
-        }
+        Availability::Untrusted { trust_command, .. } => (
+            "untrusted",
+            Some(format!("defined by an untrusted project file; run `{trust_command}`")),
+        ),
         Availability::ConfigError { message } => ("config-error", Some(message.clone())),
     };
     let transport = match server.transport {
@@ -120,7 +138,13 @@ fn server_view(server: &ServerConfig, fields: &Map<String, Value>, provenance: &
         .iter()
         .filter_map(|(k, v)| {
             let from = provenance.get(k)?.clone();
-            Some((k.clone(), FieldView { value: redact_field(k, v), from }))
+            Some((
+                k.clone(),
+                FieldView {
+                    value: redact_field(k, v),
+                    from,
+                },
+            ))
         })
         .collect();
     ServerView {
@@ -137,14 +161,20 @@ fn server_view(server: &ServerConfig, fields: &Map<String, Value>, provenance: &
 /// The value of a server field as it may be shown.
 pub fn redact_field(field: &str, value: &Value) -> Value {
     match (field, value) {
-        ("env" | "headers", Value::Object(map)) => {
-            Value::Object(map.keys().map(|k| (k.clone(), Value::String(REDACTED.into()))).collect())
-        }
+        ("env" | "headers", Value::Object(map)) => Value::Object(
+            map.keys()
+                .map(|k| (k.clone(), Value::String(REDACTED.into())))
+                .collect(),
+        ),
         ("bearerToken", _) => Value::String(REDACTED.into()),
         ("oauth", Value::Object(map)) => Value::Object(
             map.iter()
                 .map(|(k, v)| {
-                    let v = if k == "clientSecret" { Value::String(REDACTED.into()) } else { v.clone() };
+                    let v = if k == "clientSecret" {
+                        Value::String(REDACTED.into())
+                    } else {
+                        v.clone()
+                    };
                     (k.clone(), v)
                 })
                 .collect(),
@@ -213,7 +243,10 @@ mod tests {
 
     #[test]
     fn secret_fields_are_redacted() {
-        assert_eq!(redact_field("env", &json!({"A": "1", "B": "!op read"})), json!({"A": REDACTED, "B": REDACTED}));
+        assert_eq!(
+            redact_field("env", &json!({"A": "1", "B": "!op read"})),
+            json!({"A": REDACTED, "B": REDACTED})
+        );
         assert_eq!(redact_field("bearerToken", &json!("t")), json!(REDACTED));
         assert_eq!(
             redact_field("oauth", &json!({"clientId": "c", "clientSecret": "s"})),

@@ -49,7 +49,7 @@ pub(crate) fn expand(text: &str, syntax: Syntax, env: &EnvMap, missing: &mut Vec
                 };
                 if is_name(name) {
                     match (env.get(name), default) {
-                        (Some(value), Some(default)) if value.is_empty() => out.push_str(default),
+                        (Some(""), Some(default)) => out.push_str(default),
                         (None, Some(default)) => out.push_str(default),
                         _ => lookup(name, &mut out),
                     }
@@ -65,21 +65,21 @@ pub(crate) fn expand(text: &str, syntax: Syntax, env: &EnvMap, missing: &mut Vec
                 continue;
             }
         } else if let Some(body) = tail.strip_prefix("{env:") {
-            if let Some(end) = body.find('}') {
-                if is_name(&body[..end]) {
-                    lookup(&body[..end], &mut out);
-                    rest = &body[end + 1..];
-                    continue;
-                }
+            if let Some(end) = body.find('}')
+                && is_name(&body[..end])
+            {
+                lookup(&body[..end], &mut out);
+                rest = &body[end + 1..];
+                continue;
             }
-        } else if syntax == Syntax::WithBare {
-            if let Some(body) = tail.strip_prefix('$') {
-                let len = name_len(body);
-                if len > 0 {
-                    lookup(&body[..len], &mut out);
-                    rest = &body[len..];
-                    continue;
-                }
+        } else if syntax == Syntax::WithBare
+            && let Some(body) = tail.strip_prefix('$')
+        {
+            let len = name_len(body);
+            if len > 0 {
+                lookup(&body[..len], &mut out);
+                rest = &body[len..];
+                continue;
             }
         }
         // Not a reference: keep the character literally.
@@ -103,7 +103,10 @@ fn name_len(s: &str) -> usize {
         Some(b) if b.is_ascii_alphabetic() || *b == b'_' => {}
         _ => return 0,
     }
-    bytes.iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count()
+    bytes
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+        .count()
 }
 
 /// Formats a list of missing variables for a message: "${A}" or "${A} and ${B}".
@@ -112,7 +115,9 @@ pub(crate) fn describe_missing(field: &str, missing: &[String]) -> String {
     match names.as_slice() {
         [one] => format!("`{field}` uses {one}, which is not set"),
         _ => {
-            let (last, first) = names.split_last().map_or((String::new(), &[][..]), |(l, f)| (l.clone(), f));
+            let (last, first) = names
+                .split_last()
+                .map_or((String::new(), &[][..]), |(l, f)| (l.clone(), f));
             format!("`{field}` uses {} and {last}, which are not set", first.join(", "))
         }
     }
@@ -123,7 +128,9 @@ mod tests {
     use super::*;
 
     fn env() -> EnvMap {
-        [("HOME_DIR", "/h"), ("TOKEN", "t0k"), ("EMPTY", "")].into_iter().collect()
+        [("HOME_DIR", "/h"), ("TOKEN", "t0k"), ("EMPTY", "")]
+            .into_iter()
+            .collect()
     }
 
     fn run(text: &str, syntax: Syntax) -> (String, Vec<String>) {
@@ -162,13 +169,23 @@ mod tests {
         for (input, syntax, want, want_missing) in cases {
             let (out, missing) = run(input, *syntax);
             assert_eq!(&out, want, "input {input:?}");
-            assert_eq!(missing, want_missing.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "input {input:?}");
+            assert_eq!(
+                missing,
+                want_missing.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                "input {input:?}"
+            );
         }
     }
 
     #[test]
     fn missing_message_names_field_and_variables() {
-        assert_eq!(describe_missing("env.API_KEY", &["GITHUB_TOKEN".into()]), "`env.API_KEY` uses ${GITHUB_TOKEN}, which is not set");
-        assert_eq!(describe_missing("url", &["A".into(), "B".into(), "C".into()]), "`url` uses ${A}, ${B} and ${C}, which are not set");
+        assert_eq!(
+            describe_missing("env.API_KEY", &["GITHUB_TOKEN".into()]),
+            "`env.API_KEY` uses ${GITHUB_TOKEN}, which is not set"
+        );
+        assert_eq!(
+            describe_missing("url", &["A".into(), "B".into(), "C".into()]),
+            "`url` uses ${A}, ${B} and ${C}, which are not set"
+        );
     }
 }

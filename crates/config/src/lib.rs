@@ -29,6 +29,7 @@ mod merge;
 mod model;
 mod paths;
 mod plugins;
+mod preview;
 mod problems;
 mod raw;
 mod schema;
@@ -36,7 +37,9 @@ mod secret;
 mod spans;
 mod trust;
 
-pub use edit::{AddServer, EditOutcome, EditScope, ServerSpec, add_imports, add_server, remove_server, scope_file, set_disabled};
+pub use edit::{
+    AddServer, EditOutcome, EditScope, ServerSpec, add_imports, add_server, remove_server, scope_file, set_disabled,
+};
 pub use error::{Error, Result, SecretError};
 pub use explain::{ConfigView, FieldView, REDACTED, ServerView, SourceView, explain, redact_field, redact_url};
 pub use identity::identity_hash;
@@ -49,7 +52,10 @@ pub use model::{
     TraceSettings, Transport,
 };
 pub use paths::{EnvMap, agent_dir, data_dir, expand_tilde, source_path};
+pub use preview::{HostPreview, ImportFilePreview, ImportServerPreview, preview_imports};
 pub use raw::{RawFile, RawServer, RawSettings};
 pub use schema::json_schema;
 pub use secret::{ResolveOptions, SECRET_COMMAND_MAX_OUTPUT, SECRET_COMMAND_TIMEOUT};
-pub use trust::{PROJECT_CONFIG_FILES, TRUST_FILE, TrustedProject, is_trusted, trust_command, trust_project, untrust_project};
+pub use trust::{
+    PROJECT_CONFIG_FILES, TRUST_FILE, TrustedProject, is_trusted, trust_command, trust_project, untrust_project,
+};

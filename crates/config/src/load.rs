@@ -72,7 +72,11 @@ impl LoadOptions {
     pub fn from_process(project_dir: impl Into<PathBuf>, config_path: Option<PathBuf>) -> LoadOptions {
         let env = EnvMap::from_process();
         let cwd = std::env::current_dir().unwrap_or_default();
-        let home = env.non_empty("HOME").map(PathBuf::from).or_else(dirs::home_dir).unwrap_or_default();
+        let home = env
+            .non_empty("HOME")
+            .map(PathBuf::from)
+            .or_else(dirs::home_dir)
+            .unwrap_or_default();
         LoadOptions {
             data_dir: paths::data_dir(&home, &env),
             home,
@@ -87,17 +91,27 @@ impl LoadOptions {
 
     /// `agent_dir`, else `$PI_CODING_AGENT_DIR`, else `~/.pi/agent`.
     pub fn agent_dir(&self) -> PathBuf {
-        self.agent_dir.clone().unwrap_or_else(|| paths::agent_dir(&self.home, &self.env))
+        self.agent_dir
+            .clone()
+            .unwrap_or_else(|| paths::agent_dir(&self.home, &self.env))
     }
 
     /// `PIMCP_CONFIG_MODE=exclusive` (case-insensitive): only source 4 is read.
     pub fn exclusive(&self) -> bool {
-        self.env.get("PIMCP_CONFIG_MODE").is_some_and(|m| m.trim().eq_ignore_ascii_case("exclusive"))
+        self.env
+            .get("PIMCP_CONFIG_MODE")
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("exclusive"))
     }
 
     /// The path of one source (source 4 is `config_path` when set).
     pub fn source_path(&self, kind: SourceKind) -> PathBuf {
-        paths::source_path(kind, &self.home, &self.project_dir, &self.agent_dir(), self.config_path.as_deref())
+        paths::source_path(
+            kind,
+            &self.home,
+            &self.project_dir,
+            &self.agent_dir(),
+            self.config_path.as_deref(),
+        )
     }
 
     /// pimcp's own global file (source 4): where `init` and `add --global` write.
@@ -180,9 +194,17 @@ pub fn load_in_memory(json: &Value, opts: &LoadOptions) -> Config {
     let mut problems = Vec::new();
     let content = parse_root(json, &mut Sink::new(&mut problems, None)).unwrap_or_default();
     if !content.imports.is_empty() {
-        Sink::new(&mut problems, None).warning(None, Some("imports"), "host imports are not read for an in-memory config; ignored");
+        Sink::new(&mut problems, None).warning(
+            None,
+            Some("imports"),
+            "host imports are not read for an in-memory config; ignored",
+        );
     }
-    let layers = vec![Layer { origin: Origin::InMemory, trusted: true, content }];
+    let layers = vec![Layer {
+        origin: Origin::InMemory,
+        trusted: true,
+        content,
+    }];
     finish(opts, layers, Vec::new(), problems, Mode::InMemory).config
 }
 
@@ -203,28 +225,53 @@ pub(crate) fn load_detailed_with(opts: &LoadOptions, substitute: Option<(&Path, 
     let mut sources = Vec::new();
     let mut layers = Vec::new();
     for (kind, path) in opts.sources() {
-        let origin = Origin::File { source: kind, path: path.clone() };
+        let origin = Origin::File {
+            source: kind,
+            path: path.clone(),
+        };
         let explicit = kind == SourceKind::PiGlobal && opts.config_path.is_some();
         let (exists, content) = match substitute {
             Some((sub_path, text)) if sub_path == path => (true, parse_text(&path, text, &mut problems)),
             _ => read_file(&path, explicit, &mut problems),
         };
-        let trusted = if kind.is_project() { Some(opts.trust_project || trust.file_trusted(&path)) } else { None };
+        let trusted = if kind.is_project() {
+            Some(opts.trust_project || trust.file_trusted(&path))
+        } else {
+            None
+        };
         sources.push(SourceStatus {
-            file: SourceFile { origin: origin.clone(), exists, loaded: content.is_some() },
+            file: SourceFile {
+                origin: origin.clone(),
+                exists,
+                loaded: content.is_some(),
+            },
             trusted,
         });
         let Some(content) = content else { continue };
-        if trusted == Some(false) && (!content.servers.is_empty() || !content.settings.is_empty() || !content.imports.is_empty()) {
+        if trusted == Some(false)
+            && (!content.servers.is_empty() || !content.settings.is_empty() || !content.imports.is_empty())
+        {
             Sink::new(&mut problems, Some(&path)).warning(
                 None,
                 None,
                 format!("project file is not trusted: its servers will not start and its settings and imports are ignored until you run `{}`", trust_command(&opts.project_dir)),
             );
         }
-        layers.push(Layer { origin, trusted: trusted.unwrap_or(true), content });
+        layers.push(Layer {
+            origin,
+            trusted: trusted.unwrap_or(true),
+            content,
+        });
     }
-    finish(opts, layers, sources, problems, Mode::Files { exclusive: opts.exclusive() })
+    finish(
+        opts,
+        layers,
+        sources,
+        problems,
+        Mode::Files {
+            exclusive: opts.exclusive(),
+        },
+    )
 }
 
 /// Reads and validates one file. Returns (exists, content); content is `None` when the file is absent or failed.
@@ -248,7 +295,11 @@ fn read_file(path: &Path, explicit: bool, problems: &mut Vec<ConfigProblem>) -> 
         return (true, None);
     }
     if meta.len() > MAX_CONFIG_BYTES {
-        sink.error(None, None, format!("is larger than {MAX_CONFIG_BYTES} bytes; it is skipped"));
+        sink.error(
+            None,
+            None,
+            format!("is larger than {MAX_CONFIG_BYTES} bytes; it is skipped"),
+        );
         return (true, None);
     }
     let text = match std::fs::read(path) {
@@ -363,18 +414,34 @@ fn finish(
     if mode != (Mode::Files { exclusive: true }) {
         let mut seen: BTreeSet<String> = BTreeSet::new();
         for dir in &settings.agent_plugin_paths {
-            let Some(plugin) = crate::plugins::load_plugin(dir, &opts.data_dir, &mut problems) else { continue };
+            let Some(plugin) = crate::plugins::load_plugin(dir, &opts.data_dir, &mut problems) else {
+                continue;
+            };
             if !seen.insert(plugin.name.clone()) {
-                Sink::new(&mut problems, Some(dir)).warning(None, None, format!("a plugin named `{}` is already loaded; skipped", plugin.name));
+                Sink::new(&mut problems, Some(dir)).warning(
+                    None,
+                    None,
+                    format!("a plugin named `{}` is already loaded; skipped", plugin.name),
+                );
                 continue;
             }
             sources.push(SourceStatus {
-                file: SourceFile { origin: plugin.origin.clone(), exists: true, loaded: true },
+                file: SourceFile {
+                    origin: plugin.origin.clone(),
+                    exists: true,
+                    loaded: true,
+                },
                 trusted: None,
             });
             let mut layer = MergeLayer::default();
             for (name, fields) in plugin.servers {
-                layer.entries.push(MergeEntry { name, fields, origin: plugin.origin.clone(), trusted: true, literal: true });
+                layer.entries.push(MergeEntry {
+                    name,
+                    fields,
+                    origin: plugin.origin.clone(),
+                    trusted: true,
+                    literal: true,
+                });
             }
             merge_layers.push(layer);
         }
@@ -384,7 +451,13 @@ fn finish(
     for layer in file_layers {
         let mut merge = MergeLayer::default();
         for (name, fields) in layer.content.servers {
-            merge.entries.push(MergeEntry { name, fields, origin: layer.origin.clone(), trusted: layer.trusted, literal: false });
+            merge.entries.push(MergeEntry {
+                name,
+                fields,
+                origin: layer.origin.clone(),
+                trusted: layer.trusted,
+                literal: false,
+            });
         }
         for (name, fields) in layer.content.invalid {
             merge.invalid.push((name, fields, layer.origin.clone()));
@@ -398,7 +471,9 @@ fn finish(
     let mut invalid_above: BTreeMap<String, Vec<(usize, Origin, Vec<String>)>> = BTreeMap::new();
     for (idx, layer) in merge_layers.into_iter().enumerate() {
         for entry in layer.entries {
-            let server = merged.entry(entry.name.clone()).or_insert_with(|| MergedServer::new(&entry.name, entry.origin.clone(), idx));
+            let server = merged
+                .entry(entry.name.clone())
+                .or_insert_with(|| MergedServer::new(&entry.name, entry.origin.clone(), idx));
             server.apply(&entry.fields, &entry.origin, entry.literal);
             let fields = untrusted.entry(entry.name.clone()).or_default();
             let honoured = entry.trusted || only_disables(&entry.fields);
@@ -416,7 +491,12 @@ fn finish(
     }
 
     // Build.
-    let ctx = BuildCtx { env: &opts.env, home: &opts.home, project_dir: &opts.project_dir, settings: &settings };
+    let ctx = BuildCtx {
+        env: &opts.env,
+        home: &opts.home,
+        project_dir: &opts.project_dir,
+        settings: &settings,
+    };
     let mut servers = Vec::new();
     let mut listed = BTreeMap::new();
     for (name, server) in merged {
@@ -426,7 +506,10 @@ fn finish(
         };
         // Fields that survived from untrusted entries (a later trusted file may have overridden them all).
         let still_untrusted = untrusted.get(&name).is_some_and(|keys| !keys.is_empty());
-        if let Some(bad) = invalid_above.get(&name).and_then(|v| v.iter().find(|(idx, _, _)| *idx > server.first_layer)) {
+        if let Some(bad) = invalid_above
+            .get(&name)
+            .and_then(|v| v.iter().find(|(idx, _, _)| *idx > server.first_layer))
+        {
             let (_, origin, fields) = bad;
             let fields = if fields.is_empty() {
                 String::new()
@@ -488,10 +571,19 @@ fn read_import_host(
             Err(err) => {
                 let path = err.path().to_path_buf();
                 let (position, message) = match &err {
-                    imports::ImportError::Syntax { line, column, message, .. } => {
-                        (Some((*line, *column)), format!("not valid {}: {message}; the import is skipped", if host == HostKind::Codex { "TOML" } else { "JSON" }))
-                    }
-                    other => (None, format!("{}; the import is skipped", strip_path(&other.to_string(), &path))),
+                    imports::ImportError::Syntax {
+                        line, column, message, ..
+                    } => (
+                        Some((*line, *column)),
+                        format!(
+                            "not valid {}: {message}; the import is skipped",
+                            if host == HostKind::Codex { "TOML" } else { "JSON" }
+                        ),
+                    ),
+                    other => (
+                        None,
+                        format!("{}; the import is skipped", strip_path(&other.to_string(), &path)),
+                    ),
                 };
                 problems.push(ConfigProblem {
                     path: Some(path.clone()),
@@ -501,16 +593,33 @@ fn read_import_host(
                     message,
                     severity: Severity::Error,
                 });
-                let origin = Origin::Import { host: host.id().to_string(), path };
-                sources.push(SourceStatus { file: SourceFile { origin, exists: true, loaded: false }, trusted: None });
+                let origin = Origin::Import {
+                    host: host.id().to_string(),
+                    path,
+                };
+                sources.push(SourceStatus {
+                    file: SourceFile {
+                        origin,
+                        exists: true,
+                        loaded: false,
+                    },
+                    trusted: None,
+                });
                 continue;
             }
         };
-        let origin = Origin::Import { host: host.id().to_string(), path: file.path.clone() };
+        let origin = Origin::Import {
+            host: host.id().to_string(),
+            path: file.path.clone(),
+        };
         let project = file.scope(env) == ImportScope::Project;
         let trusted = !project || opts.trust_project || trust.file_trusted(&file.path);
         sources.push(SourceStatus {
-            file: SourceFile { origin: origin.clone(), exists: true, loaded: true },
+            file: SourceFile {
+                origin: origin.clone(),
+                exists: true,
+                loaded: true,
+            },
             trusted: project.then_some(trusted),
         });
         let mut sink = Sink::new(problems, Some(&file.path));
@@ -518,13 +627,26 @@ fn read_import_host(
             sink.warning(note.server.as_deref(), note.field.as_deref(), note.message.clone());
         }
         if project && !trusted && !file.servers.is_empty() {
-            sink.warning(None, None, format!("project file is not trusted: its servers will not start until you run `{}`", trust_command(&opts.project_dir)));
+            sink.warning(
+                None,
+                None,
+                format!(
+                    "project file is not trusted: its servers will not start until you run `{}`",
+                    trust_command(&opts.project_dir)
+                ),
+            );
         }
         for (name, value) in file.servers {
             match parse_server(&name, &Value::Object(value), &mut sink) {
                 Ok(fields) => {
                     by_name.retain(|e| e.name != name);
-                    by_name.push(MergeEntry { name, fields, origin: origin.clone(), trusted, literal: false });
+                    by_name.push(MergeEntry {
+                        name,
+                        fields,
+                        origin: origin.clone(),
+                        trusted,
+                        literal: false,
+                    });
                 }
                 Err(fields) => invalid.push((name, fields, origin.clone())),
             }

@@ -43,7 +43,9 @@ impl MergedServer {
     }
 
     fn transport(&self) -> Option<&'static str> {
-        crate::entries::TRANSPORT_FIELDS.into_iter().find(|k| self.fields.get(*k).is_some_and(|v| !v.is_null()))
+        crate::entries::TRANSPORT_FIELDS
+            .into_iter()
+            .find(|k| self.fields.get(*k).is_some_and(|v| !v.is_null()))
     }
 
     fn drop_field(&mut self, key: &str) {
@@ -65,7 +67,10 @@ impl MergedServer {
                     "url" => &HTTP_FIELDS,
                     _ => &["socket"],
                 };
-                let all = STDIO_FIELDS.iter().chain(HTTP_FIELDS.iter()).chain(["socket", "type"].iter());
+                let all = STDIO_FIELDS
+                    .iter()
+                    .chain(HTTP_FIELDS.iter())
+                    .chain(["socket", "type"].iter());
                 let drop: Vec<&str> = all.copied().filter(|k| !keep.contains(k)).collect();
                 for key in drop {
                     self.drop_field(key);
@@ -87,11 +92,11 @@ impl MergedServer {
             self.drop_field(key);
             self.fields.insert(key.clone(), value.clone());
             self.provenance.insert(key.clone(), origin.clone());
-            if MAP_FIELDS.contains(&key.as_str()) {
-                if let Value::Object(map) = value {
-                    for sub in map.keys() {
-                        self.provenance.insert(format!("{key}.{sub}"), origin.clone());
-                    }
+            if MAP_FIELDS.contains(&key.as_str())
+                && let Value::Object(map) = value
+            {
+                for sub in map.keys() {
+                    self.provenance.insert(format!("{key}.{sub}"), origin.clone());
                 }
             }
             if literal {
@@ -127,7 +132,10 @@ mod tests {
     use std::path::PathBuf;
 
     fn origin(n: &str) -> Origin {
-        Origin::File { source: SourceKind::PiGlobal, path: PathBuf::from(n) }
+        Origin::File {
+            source: SourceKind::PiGlobal,
+            path: PathBuf::from(n),
+        }
     }
 
     fn merged(entries: &[(&str, Value)]) -> MergedServer {
@@ -155,7 +163,10 @@ mod tests {
     #[test]
     fn url_change_drops_inherited_credentials() {
         let m = merged(&[
-            ("a", json!({"url": "https://one", "headers": {"Authorization": "x"}, "bearerToken": "t", "oauth": {"clientId": "c"}, "auth": "oauth", "description": "d"})),
+            (
+                "a",
+                json!({"url": "https://one", "headers": {"Authorization": "x"}, "bearerToken": "t", "oauth": {"clientId": "c"}, "auth": "oauth", "description": "d"}),
+            ),
             ("b", json!({"url": "https://two"})),
         ]);
         for key in ["headers", "bearerToken", "oauth"] {
@@ -169,31 +180,46 @@ mod tests {
     #[test]
     fn same_url_keeps_credentials_and_oauth_false_survives() {
         let m = merged(&[
-            ("a", json!({"url": "https://one", "headers": {"X": "y"}, "oauth": false})),
+            (
+                "a",
+                json!({"url": "https://one", "headers": {"X": "y"}, "oauth": false}),
+            ),
             ("b", json!({"url": "https://one"})),
             ("c", json!({"url": "https://two"})),
         ]);
         assert_eq!(m.fields.get("oauth"), Some(&Value::Bool(false)));
         assert!(!m.fields.contains_key("headers"));
-        let m = merged(&[("a", json!({"url": "https://one", "headers": {"X": "y"}})), ("b", json!({"url": "https://one"}))]);
+        let m = merged(&[
+            ("a", json!({"url": "https://one", "headers": {"X": "y"}})),
+            ("b", json!({"url": "https://one"})),
+        ]);
         assert!(m.fields.contains_key("headers"));
     }
 
     #[test]
     fn transport_switch_drops_other_transport_fields() {
         let m = merged(&[
-            ("a", json!({"type": "sse", "url": "https://one", "headers": {"X": "y"}, "auth": "bearer", "lifecycle": "eager"})),
+            (
+                "a",
+                json!({"type": "sse", "url": "https://one", "headers": {"X": "y"}, "auth": "bearer", "lifecycle": "eager"}),
+            ),
             ("b", json!({"command": "node", "args": ["x"]})),
         ]);
         let keys: Vec<&String> = m.fields.keys().collect();
         assert_eq!(keys, ["lifecycle", "command", "args"]);
-        let m = merged(&[("a", json!({"command": "node", "env": {"A": "1"}, "cwd": "/x"})), ("b", json!({"socket": "/s"}))]);
+        let m = merged(&[
+            ("a", json!({"command": "node", "env": {"A": "1"}, "cwd": "/x"})),
+            ("b", json!({"socket": "/s"})),
+        ]);
         assert_eq!(m.fields.keys().collect::<Vec<_>>(), ["socket"]);
     }
 
     #[test]
     fn null_removes_inherited_field() {
-        let m = merged(&[("a", json!({"command": "n", "description": "d"})), ("b", json!({"description": null}))]);
+        let m = merged(&[
+            ("a", json!({"command": "n", "description": "d"})),
+            ("b", json!({"description": null})),
+        ]);
         assert!(!m.fields.contains_key("description") && !m.provenance.contains_key("description"));
     }
 }

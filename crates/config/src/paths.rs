@@ -123,7 +123,11 @@ pub(crate) fn expand_tilde_str(value: &str, home: &Path) -> String {
 
 /// Makes `path` absolute against `base` (no filesystem access).
 pub(crate) fn absolute(path: &Path, base: &Path) -> PathBuf {
-    if path.is_absolute() { path.to_path_buf() } else { base.join(path) }
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base.join(path)
+    }
 }
 
 /// Canonical form when the path exists, else the path itself (for comparing and keying).

@@ -26,10 +26,14 @@ use crate::model::{ConfigProblem, Origin, Severity};
 
 /// Canonical manifest identifiers pimcp recognizes for Agent Plugins 1.0.0 (the spec's, and the identifier its
 /// schema file carried under the project's former name).
-const PLUGIN_SCHEMAS: [&str; 2] =
-    ["https://agent-plugins.org/schemas/1.0.0/plugin.schema.json", "https://open-plugins.com/schemas/1.0.0/plugin.schema.json"];
-const MCP_SCHEMAS: [&str; 2] =
-    ["https://agent-plugins.org/schemas/1.0.0/mcp.schema.json", "https://open-plugins.com/schemas/1.0.0/mcp.schema.json"];
+const PLUGIN_SCHEMAS: [&str; 2] = [
+    "https://agent-plugins.org/schemas/1.0.0/plugin.schema.json",
+    "https://open-plugins.com/schemas/1.0.0/plugin.schema.json",
+];
+const MCP_SCHEMAS: [&str; 2] = [
+    "https://agent-plugins.org/schemas/1.0.0/mcp.schema.json",
+    "https://open-plugins.com/schemas/1.0.0/mcp.schema.json",
+];
 
 /// Servers contributed by one plugin, already in pimcp's JSON server shape.
 #[derive(Debug, Clone)]
@@ -56,20 +60,39 @@ pub(crate) fn load_plugin(dir: &Path, data_dir: &Path, problems: &mut Vec<Config
     let root = match std::fs::canonicalize(dir) {
         Ok(root) if root.is_dir() => root,
         _ => {
-            warn(problems, dir, None, None, "agent plugin directory not found; skipped".into());
+            warn(
+                problems,
+                dir,
+                None,
+                None,
+                "agent plugin directory not found; skipped".into(),
+            );
             return None;
         }
     };
     let name = read_manifest(&root, &manifest_path, problems)?;
     let mcp_path = root.join("mcp.json");
-    let origin = Origin::Plugin { plugin: name.clone(), path: mcp_path.clone() };
-    let mut plugin = LoadedPlugin { name: name.clone(), origin, servers: Vec::new() };
+    let origin = Origin::Plugin {
+        plugin: name.clone(),
+        path: mcp_path.clone(),
+    };
+    let mut plugin = LoadedPlugin {
+        name: name.clone(),
+        origin,
+        servers: Vec::new(),
+    };
     let meta = match std::fs::metadata(&mcp_path) {
         Ok(meta) => meta,
         Err(_) => return Some(plugin), // no MCP component
     };
     if !meta.is_file() || !within(&mcp_path, &root) {
-        warn(problems, &mcp_path, None, None, "is not a regular file inside the plugin; MCP disabled for this plugin".into());
+        warn(
+            problems,
+            &mcp_path,
+            None,
+            None,
+            "is not a regular file inside the plugin; MCP disabled for this plugin".into(),
+        );
         return Some(plugin);
     }
     let Some(servers) = read_mcp(&mcp_path, problems) else {
@@ -83,15 +106,25 @@ pub(crate) fn load_plugin(dir: &Path, data_dir: &Path, problems: &mut Vec<Config
                 has_stdio |= entry.contains_key("command");
                 plugin.servers.push((format!("{name}__{server}"), entry));
             }
-            Err((field, message)) => {
-                warn(problems, &mcp_path, Some(&server), field.as_deref(), format!("{message}; the server is skipped"))
-            }
+            Err((field, message)) => warn(
+                problems,
+                &mcp_path,
+                Some(&server),
+                field.as_deref(),
+                format!("{message}; the server is skipped"),
+            ),
         }
     }
     if has_stdio {
         use std::os::unix::fs::DirBuilderExt;
         if let Err(err) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&data) {
-            warn(problems, &data, None, None, format!("cannot create the plugin data directory: {err}"));
+            warn(
+                problems,
+                &data,
+                None,
+                None,
+                format!("cannot create the plugin data directory: {err}"),
+            );
         }
     }
     Some(plugin)
@@ -138,7 +171,11 @@ fn read_manifest(root: &Path, path: &Path, problems: &mut Vec<ConfigProblem>) ->
     match manifest.get("$schema").and_then(Value::as_str) {
         Some(schema) if PLUGIN_SCHEMAS.contains(&schema) => {}
         Some(_) => {
-            reject(problems, Some("$schema"), "unsupported Agent Plugins version (pimcp supports 1.0.0)");
+            reject(
+                problems,
+                Some("$schema"),
+                "unsupported Agent Plugins version (pimcp supports 1.0.0)",
+            );
             return None;
         }
         None => {
@@ -151,7 +188,11 @@ fn read_manifest(root: &Path, path: &Path, problems: &mut Vec<ConfigProblem>) ->
         return None;
     };
     if !valid_plugin_name(name) {
-        reject(problems, Some("name"), "must be 1-64 characters of a-z, 0-9, `-`, `.`, start and end alphanumeric, no `--` or `..`");
+        reject(
+            problems,
+            Some("name"),
+            "must be 1-64 characters of a-z, 0-9, `-`, `.`, start and end alphanumeric, no `--` or `..`",
+        );
         return None;
     }
     for (key, value) in &manifest {
@@ -160,7 +201,8 @@ fn read_manifest(root: &Path, path: &Path, problems: &mut Vec<ConfigProblem>) ->
             "version" | "description" | "homepage" | "repository" | "license" | "displayName" => value.is_string(),
             "keywords" => value.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
             "author" => value.as_object().is_some_and(|a| {
-                a.iter().all(|(k, v)| matches!(k.as_str(), "name" | "email" | "url") && v.is_string())
+                a.iter()
+                    .all(|(k, v)| matches!(k.as_str(), "name" | "email" | "url") && v.is_string())
             }),
             "extensions" => {
                 if !value.is_object() {
@@ -169,7 +211,13 @@ fn read_manifest(root: &Path, path: &Path, problems: &mut Vec<ConfigProblem>) ->
                 true
             }
             _ => {
-                warn(problems, path, None, Some(key), "unknown manifest field; ignored".into());
+                warn(
+                    problems,
+                    path,
+                    None,
+                    Some(key),
+                    "unknown manifest field; ignored".into(),
+                );
                 true
             }
         };
@@ -184,7 +232,9 @@ fn read_manifest(root: &Path, path: &Path, problems: &mut Vec<ConfigProblem>) ->
 fn valid_plugin_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     (1..=64).contains(&bytes.len())
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-' || *b == b'.')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-' || *b == b'.')
         && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
         && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
         && !name.contains("--")
@@ -194,13 +244,23 @@ fn valid_plugin_name(name: &str) -> bool {
 /// Validates `mcp.json`'s top level and returns its servers.
 fn read_mcp(path: &Path, problems: &mut Vec<ConfigProblem>) -> Option<Map<String, Value>> {
     let disable = |problems: &mut Vec<ConfigProblem>, field: Option<&str>, message: &str| {
-        warn(problems, path, None, field, format!("{message}; MCP disabled for this plugin"));
+        warn(
+            problems,
+            path,
+            None,
+            field,
+            format!("{message}; MCP disabled for this plugin"),
+        );
     };
     let mut root = read_json(path, problems)?;
     match root.get("$schema").and_then(Value::as_str) {
         Some(schema) if MCP_SCHEMAS.contains(&schema) => {}
         _ => {
-            disable(problems, Some("$schema"), "must be the Agent Plugins 1.0.0 MCP schema identifier");
+            disable(
+                problems,
+                Some("$schema"),
+                "must be the Agent Plugins 1.0.0 MCP schema identifier",
+            );
             return None;
         }
     }
@@ -228,7 +288,10 @@ fn translate_server(value: &Value, root: &Path, data: &Path) -> Result<Map<Strin
     let Value::Object(server) = value else {
         return Err((None, "the entry is not an object".into()));
     };
-    let kind = server.get("type").and_then(Value::as_str).ok_or_else(|| invalid("type", "required string is missing"))?;
+    let kind = server
+        .get("type")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("type", "required string is missing"))?;
     let allowed: &[&str] = match kind {
         "stdio" => &["type", "command", "args", "env", "cwd"],
         "streamable-http" | "sse" => &["type", "url", "headers"],
@@ -274,7 +337,10 @@ fn translate_server(value: &Value, root: &Path, data: &Path) -> Result<Map<Strin
             }
             path.to_string_lossy().into_owned()
         } else if command.contains('/') || command.contains('\\') {
-            return Err(invalid("command", "must be a bare executable name or a `./` path inside the plugin"));
+            return Err(invalid(
+                "command",
+                "must be a bare executable name or a `./` path inside the plugin",
+            ));
         } else {
             command.to_string()
         };
@@ -315,7 +381,10 @@ fn translate_server(value: &Value, root: &Path, data: &Path) -> Result<Map<Strin
                 } else if cwd == "${PLUGIN_DATA}" || cwd.starts_with("${PLUGIN_DATA}/") {
                     (data, cwd["${PLUGIN_DATA}".len()..].trim_start_matches('/'))
                 } else {
-                    return Err(invalid("cwd", "must start with `./`, `${PLUGIN_ROOT}` or `${PLUGIN_DATA}`"));
+                    return Err(invalid(
+                        "cwd",
+                        "must start with `./`, `${PLUGIN_ROOT}` or `${PLUGIN_DATA}`",
+                    ));
                 };
                 let path = normalize(&base.join(rest));
                 if !within(&path, base) {
@@ -332,7 +401,10 @@ fn translate_server(value: &Value, root: &Path, data: &Path) -> Result<Map<Strin
             .filter(|u| !u.is_empty())
             .ok_or_else(|| invalid("url", "required non-empty string is missing"))?;
         check_url(url).map_err(|message| invalid("url", message))?;
-        out.insert("type".into(), json!(if kind == "sse" { "sse" } else { "streamable-http" }));
+        out.insert(
+            "type".into(),
+            json!(if kind == "sse" { "sse" } else { "streamable-http" }),
+        );
         out.insert("url".into(), json!(url));
         if let Some(value) = server.get("headers") {
             let map = value
@@ -341,17 +413,27 @@ fn translate_server(value: &Value, root: &Path, data: &Path) -> Result<Map<Strin
                 .ok_or_else(|| invalid("headers", "must be an object of strings"))?;
             let mut seen: Vec<String> = Vec::new();
             for key in map.keys() {
-                let valid = !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                let valid = !key.is_empty()
+                    && key
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
                 if !valid {
                     return Err(invalid(&format!("headers.{key}"), "is not a valid header name"));
                 }
                 let lower = key.to_ascii_lowercase();
                 if seen.contains(&lower) {
-                    return Err(invalid(&format!("headers.{key}"), "appears twice (header names ignore case)"));
+                    return Err(invalid(
+                        &format!("headers.{key}"),
+                        "appears twice (header names ignore case)",
+                    ));
                 }
                 seen.push(lower);
             }
-            if map.values().filter_map(Value::as_str).any(|v| v.contains(['\r', '\n', '\0'])) {
+            if map
+                .values()
+                .filter_map(Value::as_str)
+                .any(|v| v.contains(['\r', '\n', '\0']))
+            {
                 return Err(invalid("headers", "a value is not a valid header value"));
             }
             out.insert("headers".into(), value.clone());

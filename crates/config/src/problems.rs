@@ -60,7 +60,10 @@ pub(crate) struct Sink<'a> {
 
 impl<'a> Sink<'a> {
     pub(crate) fn new(out: &'a mut Vec<ConfigProblem>, path: Option<&Path>) -> Sink<'a> {
-        Sink { out, path: path.map(Path::to_path_buf) }
+        Sink {
+            out,
+            path: path.map(Path::to_path_buf),
+        }
     }
 
     pub(crate) fn push(&mut self, severity: Severity, server: Option<&str>, field: Option<&str>, message: String) {

@@ -215,7 +215,7 @@ pub enum RawAuthKind {
 #[serde(untagged)]
 pub enum RawOAuthField {
     Flag(bool),
-    Settings(RawOAuth),
+    Settings(Box<RawOAuth>),
 }
 
 /// OAuth 2.1 client settings (all optional).

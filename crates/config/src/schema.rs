@@ -11,13 +11,20 @@ use crate::raw::{RawFile, RawOAuth, RawServer, RawSettings};
 pub fn json_schema() -> Value {
     let mut schema = schemars::schema_for!(RawFile).to_value();
     if let Value::Object(map) = &mut schema {
-        map.insert("$id".into(), Value::String("https://pimcp.invalid/schemas/mcp.schema.json".into()));
+        map.insert(
+            "$id".into(),
+            Value::String("https://pimcp.invalid/schemas/mcp.schema.json".into()),
+        );
     }
     schema
 }
 
 fn property_names(schema: Value) -> Vec<String> {
-    schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default()
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 /// Field names of a server entry (as written in JSON).
@@ -47,10 +54,18 @@ pub(crate) fn expected(field: &str) -> &'static str {
         }
         "args" | "includeTools" | "excludeTools" | "allowedTools" | "agentPluginPaths" => "an array of strings",
         "env" | "headers" | "authorizationParams" => "an object whose values are strings",
-        "inheritEnv" | "enabled" | "disabled" | "exposeResources" | "debug" | "freezeDirectTools"
-        | "disableProxyTool" | "autoAuth" | "sampling" | "samplingAutoApprove" | "elicitation" | "warmCache" => {
-            "`true` or `false`"
-        }
+        "inheritEnv"
+        | "enabled"
+        | "disabled"
+        | "exposeResources"
+        | "debug"
+        | "freezeDirectTools"
+        | "disableProxyTool"
+        | "autoAuth"
+        | "sampling"
+        | "samplingAutoApprove"
+        | "elicitation"
+        | "warmCache" => "`true` or `false`",
         "trace" => "`true`, `false` or (in settings) `{ \"enabled\", \"file\", \"maxBytes\" }`",
         "auth" => "`\"oauth\"`, `\"bearer\"` or `false`",
         "oauth" => "`false` or an object of OAuth settings",
@@ -69,8 +84,15 @@ pub(crate) fn expected(field: &str) -> &'static str {
         "tokenStore" => "one of `keyring`, `file`",
         "grantType" => "one of `authorization_code`, `client_credentials`",
         "callbackPort" => "a port number (1-65535)",
-        "clientId" | "clientSecret" | "clientMetadataUrl" | "scope" | "redirectUri" | "clientName" | "clientUri"
-        | "logoUri" | "authServerMetadataUrl" => "a string",
+        "clientId"
+        | "clientSecret"
+        | "clientMetadataUrl"
+        | "scope"
+        | "redirectUri"
+        | "clientName"
+        | "clientUri"
+        | "logoUri"
+        | "authServerMetadataUrl" => "a string",
         "skipIssuerMetadataValidation" | "dpop" => "`true` or `false`",
         _ => "a different type (see `pimcp-run config schema`)",
     }
@@ -83,36 +105,103 @@ mod tests {
     #[test]
     fn every_field_has_an_expectation() {
         for field in server_fields().iter().chain(settings_fields()).chain(oauth_fields()) {
-            assert!(!expected(field).starts_with("a different type"), "no expectation text for `{field}`");
+            assert!(
+                !expected(field).starts_with("a different type"),
+                "no expectation text for `{field}`"
+            );
         }
     }
 
     #[test]
     fn schema_lists_all_spec_server_fields() {
         let spec = [
-            "type", "command", "args", "env", "cwd", "inheritEnv", "url", "headers", "socket", "auth", "bearerToken",
-            "bearerTokenEnv", "oauth", "lifecycle", "idleTimeout", "requestTimeoutMs", "timeout", "startupTimeout",
-            "toolTimeout", "protocolVersion", "protocol", "enabled", "disabled", "description", "exposeResources",
-            "directTools", "toolPrefix", "includeTools", "excludeTools", "allowedTools", "toolExposure", "exposure",
-            "searchKeywords", "approveTools", "debug", "trace",
+            "type",
+            "command",
+            "args",
+            "env",
+            "cwd",
+            "inheritEnv",
+            "url",
+            "headers",
+            "socket",
+            "auth",
+            "bearerToken",
+            "bearerTokenEnv",
+            "oauth",
+            "lifecycle",
+            "idleTimeout",
+            "requestTimeoutMs",
+            "timeout",
+            "startupTimeout",
+            "toolTimeout",
+            "protocolVersion",
+            "protocol",
+            "enabled",
+            "disabled",
+            "description",
+            "exposeResources",
+            "directTools",
+            "toolPrefix",
+            "includeTools",
+            "excludeTools",
+            "allowedTools",
+            "toolExposure",
+            "exposure",
+            "searchKeywords",
+            "approveTools",
+            "debug",
+            "trace",
         ];
         let fields = server_fields();
         for name in spec {
             assert!(fields.iter().any(|f| f == name), "schema misses `{name}`");
         }
-        assert_eq!(fields.len(), spec.len(), "schema has fields the SPEC list does not: {fields:?}");
+        assert_eq!(
+            fields.len(),
+            spec.len(),
+            "schema has fields the SPEC list does not: {fields:?}"
+        );
         let settings = [
-            "toolPrefix", "idleTimeout", "requestTimeoutMs", "directTools", "freezeDirectTools", "disableProxyTool",
-            "approveTools", "outputGuard", "trace", "hostConfigDiscovery", "agentPluginPaths", "tokenStore",
-            "autoAuth", "sampling", "samplingAutoApprove", "elicitation", "warmCache", "healthInterval",
+            "toolPrefix",
+            "idleTimeout",
+            "requestTimeoutMs",
+            "directTools",
+            "freezeDirectTools",
+            "disableProxyTool",
+            "approveTools",
+            "outputGuard",
+            "trace",
+            "hostConfigDiscovery",
+            "agentPluginPaths",
+            "tokenStore",
+            "autoAuth",
+            "sampling",
+            "samplingAutoApprove",
+            "elicitation",
+            "warmCache",
+            "healthInterval",
         ];
         for name in settings {
-            assert!(settings_fields().iter().any(|f| f == name), "schema misses setting `{name}`");
+            assert!(
+                settings_fields().iter().any(|f| f == name),
+                "schema misses setting `{name}`"
+            );
         }
         let oauth = [
-            "grantType", "clientId", "clientSecret", "clientMetadataUrl", "scope", "redirectUri", "callbackPort",
-            "authorizationParams", "clientName", "clientUri", "logoUri", "authServerMetadataUrl",
-            "skipIssuerMetadataValidation", "dpop",
+            "grantType",
+            "clientId",
+            "clientSecret",
+            "clientMetadataUrl",
+            "scope",
+            "redirectUri",
+            "callbackPort",
+            "authorizationParams",
+            "clientName",
+            "clientUri",
+            "logoUri",
+            "authServerMetadataUrl",
+            "skipIssuerMetadataValidation",
+            "dpop",
         ];
         assert_eq!(oauth_fields().len(), oauth.len());
     }
@@ -120,7 +209,10 @@ mod tests {
     #[test]
     fn schema_is_a_whole_file_schema() {
         let schema = json_schema();
-        let props = schema["properties"].as_object().map(|p| p.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+        let props = schema["properties"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect::<Vec<_>>())
+            .unwrap_or_default();
         for key in ["mcpServers", "mcp-servers", "settings", "imports"] {
             assert!(props.iter().any(|p| p == key), "{props:?}");
         }

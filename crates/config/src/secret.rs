@@ -33,7 +33,11 @@ pub struct ResolveOptions {
 
 impl Default for ResolveOptions {
     fn default() -> Self {
-        ResolveOptions { timeout: SECRET_COMMAND_TIMEOUT, max_output: SECRET_COMMAND_MAX_OUTPUT, cwd: None }
+        ResolveOptions {
+            timeout: SECRET_COMMAND_TIMEOUT,
+            max_output: SECRET_COMMAND_MAX_OUTPUT,
+            cwd: None,
+        }
     }
 }
 
@@ -82,19 +86,27 @@ fn run(command: &str, context: &str, options: &ResolveOptions) -> Result<Secret,
     use std::os::unix::process::CommandExt;
 
     let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(command).stdin(Stdio::null()).stderr(Stdio::null()).stdout(Stdio::piped());
+    cmd.arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .stdout(Stdio::piped());
     cmd.process_group(0);
     if let Some(cwd) = &options.cwd {
         cmd.current_dir(cwd);
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|err| SecretError::Spawn { context: context.to_string(), reason: err.to_string() })?;
+    let mut child = cmd.spawn().map_err(|err| SecretError::Spawn {
+        context: context.to_string(),
+        reason: err.to_string(),
+    })?;
     let pid = child.id();
     let Some(stdout) = child.stdout.take() else {
         kill_group(pid);
         let _ = child.wait();
-        return Err(SecretError::Spawn { context: context.to_string(), reason: "no stdout pipe".into() });
+        return Err(SecretError::Spawn {
+            context: context.to_string(),
+            reason: "no stdout pipe".into(),
+        });
     };
     let max = options.max_output;
     let (tx, rx) = mpsc::channel::<Finished>();
@@ -106,7 +118,11 @@ fn run(command: &str, context: &str, options: &ResolveOptions) -> Result<Secret,
             kill_group(pid);
         }
         let status = child.wait();
-        let _ = tx.send(Finished { output, oversize, status });
+        let _ = tx.send(Finished {
+            output,
+            oversize,
+            status,
+        });
     });
     let finished = match rx.recv_timeout(options.timeout) {
         Ok(finished) => finished,
@@ -114,27 +130,47 @@ fn run(command: &str, context: &str, options: &ResolveOptions) -> Result<Secret,
             kill_group(pid);
             // The reaper thread waits for the killed child; give it a moment so no zombie is left behind.
             let _ = rx.recv_timeout(REAP_GRACE);
-            return Err(SecretError::Timeout { context: context.to_string(), seconds: options.timeout.as_secs().max(1) });
+            return Err(SecretError::Timeout {
+                context: context.to_string(),
+                seconds: options.timeout.as_secs().max(1),
+            });
         }
     };
     if finished.oversize {
-        return Err(SecretError::OutputTooLarge { context: context.to_string(), limit_bytes: max });
+        return Err(SecretError::OutputTooLarge {
+            context: context.to_string(),
+            limit_bytes: max,
+        });
     }
-    let status = finished
-        .status
-        .map_err(|err| SecretError::Spawn { context: context.to_string(), reason: err.to_string() })?;
+    let status = finished.status.map_err(|err| SecretError::Spawn {
+        context: context.to_string(),
+        reason: err.to_string(),
+    })?;
     if !status.success() {
         use std::os::unix::process::ExitStatusExt;
         return Err(match (status.code(), status.signal()) {
-            (Some(code), _) => SecretError::Exit { context: context.to_string(), code },
-            (None, Some(signal)) => SecretError::Signal { context: context.to_string(), signal },
-            (None, None) => SecretError::Exit { context: context.to_string(), code: -1 },
+            (Some(code), _) => SecretError::Exit {
+                context: context.to_string(),
+                code,
+            },
+            (None, Some(signal)) => SecretError::Signal {
+                context: context.to_string(),
+                signal,
+            },
+            (None, None) => SecretError::Exit {
+                context: context.to_string(),
+                code: -1,
+            },
         });
     }
-    let text = String::from_utf8(finished.output).map_err(|_| SecretError::NotUtf8 { context: context.to_string() })?;
+    let text = String::from_utf8(finished.output).map_err(|_| SecretError::NotUtf8 {
+        context: context.to_string(),
+    })?;
     let trimmed = text.trim();
     if trimmed.is_empty() {
-        return Err(SecretError::Empty { context: context.to_string() });
+        return Err(SecretError::Empty {
+            context: context.to_string(),
+        });
     }
     Ok(Secret::new(trimmed))
 }
@@ -183,8 +219,16 @@ mod tests {
 
     #[test]
     fn non_zero_exit_names_context_not_output() {
-        let err = cmd("echo leaked-output; exit 3").resolve("headers.Authorization").unwrap_err();
-        assert_eq!(err, SecretError::Exit { context: "headers.Authorization".into(), code: 3 });
+        let err = cmd("echo leaked-output; exit 3")
+            .resolve("headers.Authorization")
+            .unwrap_err();
+        assert_eq!(
+            err,
+            SecretError::Exit {
+                context: "headers.Authorization".into(),
+                code: 3
+            }
+        );
         let text = err.to_string();
         assert_eq!(text, "`headers.Authorization` command exited with code 3");
         assert!(!text.contains("leaked"));
@@ -198,15 +242,28 @@ mod tests {
 
     #[test]
     fn too_much_output_is_an_error() {
-        let options = ResolveOptions { max_output: 1024, ..ResolveOptions::default() };
-        let err = cmd("head -c 5000 /dev/zero | tr '\\0' x").resolve_with("env.BIG", &options).unwrap_err();
+        let options = ResolveOptions {
+            max_output: 1024,
+            ..ResolveOptions::default()
+        };
+        let err = cmd("head -c 5000 /dev/zero | tr '\\0' x")
+            .resolve_with("env.BIG", &options)
+            .unwrap_err();
         assert_eq!(err.to_string(), "`env.BIG` command output exceeded 1 KiB");
     }
 
     #[test]
     fn default_cap_is_64_kib() {
-        let err = cmd("head -c 70000 /dev/zero | tr '\\0' x").resolve("env.BIG").unwrap_err();
-        assert_eq!(err, SecretError::OutputTooLarge { context: "env.BIG".into(), limit_bytes: 64 * 1024 });
+        let err = cmd("head -c 70000 /dev/zero | tr '\\0' x")
+            .resolve("env.BIG")
+            .unwrap_err();
+        assert_eq!(
+            err,
+            SecretError::OutputTooLarge {
+                context: "env.BIG".into(),
+                limit_bytes: 64 * 1024
+            }
+        );
         let ok = cmd("head -c 65000 /dev/zero | tr '\\0' x").resolve("env.BIG").unwrap();
         assert_eq!(ok.expose().len(), 65000);
     }
@@ -215,7 +272,12 @@ mod tests {
     fn stdin_is_closed() {
         // `cat` with a closed stdin ends at once with no output.
         let err = cmd("cat").resolve("env.X").unwrap_err();
-        assert_eq!(err, SecretError::Empty { context: "env.X".into() });
+        assert_eq!(
+            err,
+            SecretError::Empty {
+                context: "env.X".into()
+            }
+        );
     }
 
     #[test]
@@ -229,11 +291,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pid_file = dir.path().join("grandchild.pid");
         let script = format!("sleep 300 & echo $! > '{}'; wait", pid_file.display());
-        let options = ResolveOptions { timeout: Duration::from_millis(500), ..ResolveOptions::default() };
-        let err = cmd(&script).resolve_with("headers.Authorization", &options).unwrap_err();
+        let options = ResolveOptions {
+            timeout: Duration::from_millis(500),
+            ..ResolveOptions::default()
+        };
+        let err = cmd(&script)
+            .resolve_with("headers.Authorization", &options)
+            .unwrap_err();
         assert!(matches!(err, SecretError::Timeout { .. }), "{err}");
         assert_eq!(
-            SecretError::Timeout { context: "headers.Authorization".into(), seconds: 10 }.to_string(),
+            SecretError::Timeout {
+                context: "headers.Authorization".into(),
+                seconds: 10
+            }
+            .to_string(),
             "`headers.Authorization` command timed out after 10s"
         );
         let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
@@ -241,11 +312,18 @@ mod tests {
         loop {
             let status = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             // Gone, or a zombie waiting for its (reparented) parent to reap it: no longer running.
-            let state = status.rsplit(')').next().and_then(|s| s.split_whitespace().next()).unwrap_or("");
+            let state = status
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().next())
+                .unwrap_or("");
             if status.is_empty() || state == "Z" || state == "X" {
                 break;
             }
-            assert!(std::time::Instant::now() < deadline, "grandchild {pid} still running: state {state}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "grandchild {pid} still running: state {state}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -253,8 +331,14 @@ mod tests {
     #[test]
     fn cwd_is_used() {
         let dir = tempfile::tempdir().unwrap();
-        let options = ResolveOptions { cwd: Some(dir.path().to_path_buf()), ..ResolveOptions::default() };
+        let options = ResolveOptions {
+            cwd: Some(dir.path().to_path_buf()),
+            ..ResolveOptions::default()
+        };
         let secret = cmd("pwd -P").resolve_with("env.X", &options).unwrap();
-        assert_eq!(std::path::Path::new(secret.expose()), dir.path().canonicalize().unwrap());
+        assert_eq!(
+            std::path::Path::new(secret.expose()),
+            dir.path().canonicalize().unwrap()
+        );
     }
 }

@@ -6,9 +6,19 @@ use serde_json::Value;
 /// A value with its byte span `[start, end)` in the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Node {
-    Object { start: usize, end: usize, members: Vec<Member> },
-    Array { start: usize, end: usize },
-    Scalar { start: usize, end: usize },
+    Object {
+        start: usize,
+        end: usize,
+        members: Vec<Member>,
+    },
+    Array {
+        start: usize,
+        end: usize,
+    },
+    Scalar {
+        start: usize,
+        end: usize,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,7 +31,9 @@ pub(crate) struct Member {
 impl Node {
     pub(crate) fn span(&self) -> (usize, usize) {
         match self {
-            Node::Object { start, end, .. } | Node::Array { start, end } | Node::Scalar { start, end } => (*start, *end),
+            Node::Object { start, end, .. } | Node::Array { start, end } | Node::Scalar { start, end } => {
+                (*start, *end)
+            }
         }
     }
 
@@ -35,7 +47,11 @@ impl Node {
 
 /// Parses JSONC text already known to be valid (`crate::parse_jsonc` accepted it). `None` if it is not.
 pub(crate) fn parse(text: &str) -> Option<Node> {
-    let mut parser = Parser { text, bytes: text.as_bytes(), pos: 0 };
+    let mut parser = Parser {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+    };
     parser.skip();
     let node = parser.value()?;
     parser.skip();
@@ -87,7 +103,10 @@ impl Parser<'_> {
             }
             _ => {
                 let start = self.pos;
-                while self.peek().is_some_and(|b| !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n' | b'/')) {
+                while self
+                    .peek()
+                    .is_some_and(|b| !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n' | b'/'))
+                {
                     self.pos += 1;
                 }
                 (self.pos > start).then_some(Node::Scalar { start, end: self.pos })
@@ -119,7 +138,11 @@ impl Parser<'_> {
             match self.peek()? {
                 b'}' => {
                     self.pos += 1;
-                    return Some(Node::Object { start, end: self.pos, members });
+                    return Some(Node::Object {
+                        start,
+                        end: self.pos,
+                        members,
+                    });
                 }
                 b',' => self.pos += 1,
                 b'"' => {
@@ -175,7 +198,13 @@ impl Style {
                 (&line[..line.len() - trimmed.len()], trimmed)
             })
             .find(|(indent, rest)| !indent.is_empty() && !rest.is_empty())
-            .map(|(indent, _)| if indent.starts_with('\t') { "\t".to_string() } else { indent.to_string() })
+            .map(|(indent, _)| {
+                if indent.starts_with('\t') {
+                    "\t".to_string()
+                } else {
+                    indent.to_string()
+                }
+            })
             .unwrap_or_else(|| "  ".to_string());
         Style { unit, newline }
     }
@@ -228,7 +257,11 @@ fn rest_of_line(text: &str, mut pos: usize) -> usize {
 
 /// Position of a comma following `pos` (after whitespace and comments), if any.
 fn comma_after(text: &str, pos: usize) -> Option<usize> {
-    let mut parser = Parser { text, bytes: text.as_bytes(), pos };
+    let mut parser = Parser {
+        text,
+        bytes: text.as_bytes(),
+        pos,
+    };
     parser.skip();
     (parser.peek() == Some(b',')).then_some(parser.pos)
 }
@@ -250,7 +283,10 @@ pub(crate) fn set_member(text: &str, obj: &Node, key: &str, value: &Value) -> St
     match members.last() {
         None if multiline => {
             let child = format!("{obj_indent}{}", style.unit);
-            let interior_end = text[..close].trim_end_matches([' ', '\t', '\r', '\n']).len().max(start + 1);
+            let interior_end = text[..close]
+                .trim_end_matches([' ', '\t', '\r', '\n'])
+                .len()
+                .max(start + 1);
             format!(
                 "{}{nl}{child}{}{nl}{obj_indent}{}",
                 &text[..interior_end],
@@ -259,7 +295,13 @@ pub(crate) fn set_member(text: &str, obj: &Node, key: &str, value: &Value) -> St
                 nl = style.newline
             )
         }
-        None => format!("{}{}: {}{}", &text[..close], Value::String(key.to_string()), value, &text[close..]),
+        None => format!(
+            "{}{}: {}{}",
+            &text[..close],
+            Value::String(key.to_string()),
+            value,
+            &text[close..]
+        ),
         Some(last) => {
             let (_, after_last) = last.value.span();
             let comma = comma_after(text, after_last).filter(|c| *c < close);
@@ -270,7 +312,11 @@ pub(crate) fn set_member(text: &str, obj: &Node, key: &str, value: &Value) -> St
                     None => (format!("{},", &text[..after_last]), after_last),
                 };
                 let eol = rest_of_line(text, insert_at);
-                let eol = if matches!(text.as_bytes().get(eol), Some(b'\n' | b'\r')) { eol } else { insert_at };
+                let eol = if matches!(text.as_bytes().get(eol), Some(b'\n' | b'\r')) {
+                    eol
+                } else {
+                    insert_at
+                };
                 format!(
                     "{head}{}{nl}{child}{}{}",
                     &text[insert_at..eol],
@@ -322,7 +368,11 @@ pub(crate) fn remove_member(text: &str, obj: &Node, key: &str) -> String {
         while matches!(bytes.get(next), Some(b' ' | b'\t')) {
             next += 1;
         }
-        if next > end && bytes.get(next).is_some_and(|b| !matches!(b, b'\n' | b'\r' | b'/')) && start == member.key_start && prev_comma.is_none() {
+        if next > end
+            && bytes.get(next).is_some_and(|b| !matches!(b, b'\n' | b'\r' | b'/'))
+            && start == member.key_start
+            && prev_comma.is_none()
+        {
             end = next;
         }
     } else {
@@ -413,14 +463,20 @@ mod tests {
     #[test]
     fn insert_into_inline_object() {
         let out = set(FILE, &["mcpServers", "a", "disabled"], json!(true));
-        assert!(out.contains(r#""a": { "command": "x", "disabled": true }, // inline note"#), "{out}");
+        assert!(
+            out.contains(r#""a": { "command": "x", "disabled": true }, // inline note"#),
+            "{out}"
+        );
     }
 
     #[test]
     fn insert_into_empty_object_and_root() {
         let text = "{\n  \"mcpServers\": {}\n}\n";
         let out = set(text, &["mcpServers", "x"], json!({"disabled": true}));
-        assert_eq!(out, "{\n  \"mcpServers\": {\n    \"x\": {\n      \"disabled\": true\n    }\n  }\n}\n");
+        assert_eq!(
+            out,
+            "{\n  \"mcpServers\": {\n    \"x\": {\n      \"disabled\": true\n    }\n  }\n}\n"
+        );
         let out = set("{}", &["imports"], json!(["cursor"]));
         assert_eq!(out, r#"{"imports": ["cursor"]}"#);
     }

@@ -50,7 +50,10 @@ pub struct TrustedProject {
 /// The command that trusts `dir`, as shown in status and errors.
 pub fn trust_command(dir: &Path) -> String {
     let text = dir.display().to_string();
-    if text.chars().all(|c| c.is_ascii_alphanumeric() || "/._-~+@:,".contains(c)) {
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-~+@:,".contains(c))
+    {
         format!("pimcp-run trust {text}")
     } else {
         format!("pimcp-run trust '{}'", text.replace('\'', r"'\''"))
@@ -68,10 +71,14 @@ pub fn trust_project(dir: &Path, data_dir: &Path) -> Result<TrustedProject> {
         listed.push((abs, hash.is_some()));
         files.insert(rel, hash);
     }
-    let trusted_at =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let trusted_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     update_store(data_dir, |store| {
-        store.projects.insert(dir.to_string_lossy().into_owned(), ProjectRecord { trusted_at, files });
+        store
+            .projects
+            .insert(dir.to_string_lossy().into_owned(), ProjectRecord { trusted_at, files });
     })?;
     Ok(TrustedProject { dir, files: listed })
 }
@@ -101,7 +108,9 @@ pub(crate) struct TrustView {
 impl TrustView {
     pub(crate) fn load(dir: &Path, data_dir: &Path) -> TrustView {
         let dir = canonical_or_self(dir);
-        let record = read_store(data_dir).ok().and_then(|mut store| store.projects.remove(&*dir.to_string_lossy()));
+        let record = read_store(data_dir)
+            .ok()
+            .and_then(|mut store| store.projects.remove(&*dir.to_string_lossy()));
         TrustView { dir, record }
     }
 
@@ -122,7 +131,6 @@ impl TrustView {
             Err(_) => false,
         }
     }
-
 }
 
 /// After pimcp itself edited `file` in a trusted project (or created it), re-records its hash so the edit does not
@@ -139,7 +147,11 @@ pub(crate) fn refresh_after_edit(dir: &Path, file: &Path, data_dir: &Path, was_t
     let rel = rel.to_string_lossy().into_owned();
     let hash = hash_file(&file)?;
     update_store(data_dir, |store| {
-        if let Some(recorded) = store.projects.get_mut(&*dir.to_string_lossy()).and_then(|r| r.files.get_mut(&rel)) {
+        if let Some(recorded) = store
+            .projects
+            .get_mut(&*dir.to_string_lossy())
+            .and_then(|r| r.files.get_mut(&rel))
+        {
             *recorded = hash;
         }
     })
@@ -176,7 +188,10 @@ fn hash_file(path: &Path) -> Result<Option<String>> {
     match std::fs::read(path) {
         Ok(bytes) => Ok(Some(hex::encode(Sha256::digest(&bytes)))),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(Error::Read { path: path.to_path_buf(), source }),
+        Err(source) => Err(Error::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -187,11 +202,14 @@ fn store_path(data_dir: &Path) -> PathBuf {
 fn read_store(data_dir: &Path) -> Result<TrustStore> {
     let path = store_path(data_dir);
     match std::fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map_err(|err| Error::Invalid { path, message: format!("not a trust store ({err})") }),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            Ok(TrustStore { version: STORE_VERSION, projects: BTreeMap::new() })
-        }
+        Ok(text) => serde_json::from_str(&text).map_err(|err| Error::Invalid {
+            path,
+            message: format!("not a trust store ({err})"),
+        }),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(TrustStore {
+            version: STORE_VERSION,
+            projects: BTreeMap::new(),
+        }),
         Err(source) => Err(Error::Read { path, source }),
     }
 }
@@ -203,7 +221,11 @@ fn update_store(data_dir: &Path, change: impl FnOnce(&mut TrustStore)) -> Result
         let path = path.to_path_buf();
         move |source| Error::Write { path, source }
     };
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(data_dir).map_err(write_err(data_dir))?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(data_dir)
+        .map_err(write_err(data_dir))?;
     let lock_path = data_dir.join(format!("{TRUST_FILE}.lock"));
     let lock = std::fs::OpenOptions::new()
         .create(true)
@@ -216,8 +238,10 @@ fn update_store(data_dir: &Path, change: impl FnOnce(&mut TrustStore)) -> Result
     let mut store = read_store(data_dir)?;
     store.version = STORE_VERSION;
     change(&mut store);
-    let text = serde_json::to_string_pretty(&store)
-        .map_err(|err| Error::Invalid { path: store_path(data_dir), message: err.to_string() })?;
+    let text = serde_json::to_string_pretty(&store).map_err(|err| Error::Invalid {
+        path: store_path(data_dir),
+        message: err.to_string(),
+    })?;
     let path = store_path(data_dir);
     crate::atomic::write_atomic(&path, format!("{text}\n").as_bytes(), 0o600).map_err(write_err(&path))?;
     let _ = fs4::FileExt::unlock(&lock);
@@ -238,19 +262,34 @@ mod tests {
         assert!(!is_trusted(project.path(), data.path()));
 
         let record = trust_project(project.path(), data.path()).unwrap();
-        assert!(record.files.iter().any(|(p, exists)| p.ends_with(".mcp.json") && *exists));
+        assert!(
+            record
+                .files
+                .iter()
+                .any(|(p, exists)| p.ends_with(".mcp.json") && *exists)
+        );
         assert!(is_trusted(project.path(), data.path()));
-        let mode = std::fs::metadata(data.path().join(TRUST_FILE)).unwrap().permissions().mode() & 0o777;
+        let mode = std::fs::metadata(data.path().join(TRUST_FILE))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
         assert_eq!(mode, 0o600);
 
         std::fs::write(project.path().join(".mcp.json"), "{\"mcpServers\": {}}").unwrap();
-        assert!(!is_trusted(project.path(), data.path()), "changed content is untrusted again");
+        assert!(
+            !is_trusted(project.path(), data.path()),
+            "changed content is untrusted again"
+        );
         trust_project(project.path(), data.path()).unwrap();
         assert!(is_trusted(project.path(), data.path()));
 
         std::fs::create_dir_all(project.path().join(".pi")).unwrap();
         std::fs::write(project.path().join(".pi/mcp.json"), "{}").unwrap();
-        assert!(!is_trusted(project.path(), data.path()), "a file that appeared later is untrusted");
+        assert!(
+            !is_trusted(project.path(), data.path()),
+            "a file that appeared later is untrusted"
+        );
 
         let view = TrustView::load(project.path(), data.path());
         assert!(view.file_trusted(&project.path().join(".mcp.json")));
@@ -263,6 +302,9 @@ mod tests {
     #[test]
     fn command_quotes_odd_paths() {
         assert_eq!(trust_command(Path::new("/work/app")), "pimcp-run trust /work/app");
-        assert_eq!(trust_command(Path::new("/my dir/it's")), r"pimcp-run trust '/my dir/it'\''s'");
+        assert_eq!(
+            trust_command(Path::new("/my dir/it's")),
+            r"pimcp-run trust '/my dir/it'\''s'"
+        );
     }
 }
