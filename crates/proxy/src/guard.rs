@@ -449,7 +449,8 @@ mod tests {
     fn cut_table() {
         let ten: String = (1..=10).map(|i| format!("line{i}\n")).collect();
         // (text, max_bytes, max_lines, reserve) -> (head, tail, omitted lines, omitted bytes)
-        let cases: Vec<(&str, usize, usize, usize, Option<(&str, &str, usize, usize)>)> = vec![
+        type Kept<'a> = Option<(&'a str, &'a str, usize, usize)>;
+        let cases: Vec<(&str, usize, usize, usize, Kept<'_>)> = vec![
             (&ten, 1000, 10, 0, None),
             (&ten, 1000, 5, 0, Some(("line1\nline2", "line9\nline10\n", 6, 37))),
             (&ten, 1000, 4, 0, Some(("line1\nline2", "line10\n", 7, 43))),
