@@ -186,7 +186,7 @@ pub(super) async fn connect<H: ClientHandler>(
     let client = match result {
         Ok(client) => client,
         Err(error) => {
-            if error.is_authorization_required() {
+            if error.is_authorization_required() || error.auth_challenge().is_some() {
                 return Err(ConnectError::NeedsAuth {
                     server: name,
                     challenge: error.auth_challenge().map(str::to_owned),

@@ -152,9 +152,18 @@ async fn attempt<H: ClientHandler>(
 ) -> Result<Connection<H>, Failure> {
     let name = spec.server.name.clone();
     let spawned = plan.spawn().map_err(|e| {
+        let message = match &plan.shim {
+            Some(shim) if !process::is_executable(shim) => format!(
+                "cannot start the guardian shim `{}` ({e}); set {} or install `{}` next to pimcp",
+                shim.display(),
+                process::SHIM_ENV,
+                process::SHIM_BINARY
+            ),
+            _ => format!("cannot start `{}`: {e}", plan.program.display()),
+        };
         Failure::Error(ConnectError::Spawn {
             server: name.clone(),
-            message: format!("cannot start `{}`: {e}", plan.program.display()),
+            message,
         })
     })?;
     let tail = StderrTail::new(redactor.values());

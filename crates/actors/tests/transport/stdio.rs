@@ -314,3 +314,13 @@ async fn npx_commands_run_the_installed_package_binary() {
     let cached = std::fs::read_to_string(&cache_file).unwrap();
     assert!(cached.contains("bin/run"), "{cached}");
 }
+
+#[tokio::test]
+async fn a_missing_shim_is_a_clear_spawn_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = spec(stdio_server("noshim", &[]), dir.path());
+    s.process.shim = pimcp_actors::process::ShimMode::Path(dir.path().join("no-such-shim"));
+    let err = pimcp_actors::transport::connect(s, ()).await.unwrap_err();
+    assert!(matches!(err, ConnectError::Spawn { .. }), "{err}");
+    assert!(err.to_string().contains("guardian shim"), "{err}");
+}
