@@ -1,0 +1,120 @@
+//! The interactive login: start the flow with the loopback listener's redirect URI, try to open a browser, then
+//! complete from whichever arrives first — the browser's redirect to the listener or a redirect URL / code pasted
+//! by the user (the headless path). Stray redirects (wrong `state`) are ignored; the wait is bounded.
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::browser::BrowserOpener;
+use crate::callback::CallbackListener;
+use crate::client::{AuthorizationRequest, OAuthClient};
+use crate::discovery::Challenge;
+use crate::error::{Error, Result};
+use crate::record::{ClientRegistration, TokenRecord};
+
+/// Default limit for a whole interactive login.
+pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// What the caller should tell the user (on stderr or in a UI; this crate prints nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoginNotice {
+    /// The browser was asked to open this URL.
+    BrowserOpened { url: String },
+    /// No browser (headless, or opening failed): show this URL and ask for the redirect URL or code.
+    OpenManually { url: String, reason: String },
+    /// A redirect or pasted input was refused; still waiting.
+    InputRejected { reason: String },
+}
+
+/// How [`login`] behaves.
+#[derive(Debug, Clone)]
+pub struct LoginOptions {
+    /// Try the browser (false on headless machines: only print the URL).
+    pub open_browser: bool,
+    pub timeout: Duration,
+    /// The 401 challenge that triggered the login, if any.
+    pub challenge: Option<Challenge>,
+    /// A client registered in an earlier login (from the stored record).
+    pub known_client: Option<ClientRegistration>,
+}
+
+impl Default for LoginOptions {
+    fn default() -> Self {
+        LoginOptions {
+            open_browser: true,
+            timeout: LOGIN_TIMEOUT,
+            challenge: None,
+            known_client: None,
+        }
+    }
+}
+
+/// Run an interactive authorization-code login to completion.
+///
+/// `manual` delivers pasted redirect URLs or codes (e.g. from `pimcp-run auth complete`); `notify` receives what to
+/// show the user. Returns the new record; storing it is the caller's job (`TokenManager::save_login`).
+pub async fn login(
+    client: &OAuthClient,
+    mut listener: CallbackListener,
+    mut manual: Option<mpsc::Receiver<String>>,
+    opener: &dyn BrowserOpener,
+    options: LoginOptions,
+    notify: &mut (dyn FnMut(LoginNotice) + Send),
+) -> Result<TokenRecord> {
+    let start = client
+        .start_authorization(AuthorizationRequest {
+            redirect_uri: listener.redirect_uri().to_string(),
+            challenge: options.challenge,
+            known_client: options.known_client,
+            scope: None,
+        })
+        .await?;
+    if options.open_browser {
+        match opener.open(&start.url) {
+            Ok(()) => notify(LoginNotice::BrowserOpened { url: start.url.clone() }),
+            Err(reason) => notify(LoginNotice::OpenManually {
+                url: start.url.clone(),
+                reason,
+            }),
+        }
+    } else {
+        notify(LoginNotice::OpenManually {
+            url: start.url.clone(),
+            reason: "browser opening is off".into(),
+        });
+    }
+    let deadline = tokio::time::Instant::now() + options.timeout;
+    loop {
+        let input = tokio::select! {
+            got = listener.recv() => got,
+            got = async {
+                match manual.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if got.is_none() {
+                    manual = None;
+                    continue;
+                }
+                got
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                return Err(Error::Timeout { what: format!("the authorization of server `{}`", client.server()), seconds: options.timeout.as_secs() });
+            }
+        };
+        let Some(input) = input else {
+            return Err(Error::Callback {
+                reason: "the callback listener stopped".into(),
+            });
+        };
+        match client.complete(&input).await {
+            Ok(record) => return Ok(record),
+            Err(e @ (Error::StateMismatch { .. } | Error::InvalidInput { .. })) => {
+                notify(LoginNotice::InputRejected { reason: e.to_string() });
+            }
+            Err(other) => return Err(other),
+        }
+    }
+}
