@@ -238,6 +238,7 @@ impl SpawnPlan {
                 pgid,
                 shimmed: self.shim.is_some(),
                 status: None,
+                gone: false,
             },
             stdin,
             stdout,
@@ -266,6 +267,9 @@ pub struct ChildProcess {
     pgid: i32,
     shimmed: bool,
     status: Option<ExitStatus>,
+    /// The leader can no longer be waited for (reaped, or `wait` failed): its group id may be recycled, so we must
+    /// never signal the group again.
+    gone: bool,
 }
 
 impl std::fmt::Debug for ChildProcess {
@@ -309,7 +313,7 @@ impl ChildProcess {
     }
 
     fn has_exited(&self) -> bool {
-        self.status.is_some() || sys::child_has_exited(self.pid).unwrap_or(true)
+        self.gone || sys::child_has_exited(self.pid).unwrap_or(true)
     }
 
     async fn exited_within(&self, limit: Duration) -> bool {
@@ -320,7 +324,7 @@ impl ChildProcess {
     /// SIGTERM the group and wait `grace`, SIGKILL the group; then sweep what is left of the group (SIGTERM, `grace`,
     /// SIGKILL) and reap. Takes at most about `4 × grace + 2 s`.
     pub async fn shutdown(&mut self, grace: Duration) -> ShutdownOutcome {
-        if self.status.is_some() {
+        if self.gone {
             return ShutdownOutcome::Exited;
         }
         let mut outcome = ShutdownOutcome::Exited;
@@ -363,17 +367,22 @@ impl ChildProcess {
 
     /// Reaps the exited leader (bounded).
     async fn reap(&mut self) {
-        if self.status.is_some() {
+        if self.gone {
             return;
         }
-        if let Ok(Ok(status)) = tokio::time::timeout(KILL_WAIT, self.child.wait()).await {
-            self.status = Some(status);
+        match tokio::time::timeout(KILL_WAIT, self.child.wait()).await {
+            Ok(Ok(status)) => {
+                self.status = Some(status);
+                self.gone = true;
+            }
+            Ok(Err(_)) => self.gone = true,
+            Err(_) => {}
         }
     }
 
     /// After the child exited on its own (exit at start): sweep its group without delay and reap it.
     pub async fn collect_exit(&mut self) -> Option<ExitStatus> {
-        if self.status.is_none() && self.has_exited() {
+        if !self.gone && self.has_exited() {
             self.sweep_group(Duration::ZERO).await;
             self.reap().await;
         }
@@ -382,7 +391,7 @@ impl ChildProcess {
 
     /// Immediate SIGKILL to the whole group, then reap (bounded). Used when a connect is abandoned.
     pub async fn kill_now(&mut self) {
-        if self.status.is_some() {
+        if self.gone {
             return;
         }
         let _ = sys::signal_group(self.pgid, libc::SIGKILL);
@@ -394,7 +403,7 @@ impl ChildProcess {
 
 impl Drop for ChildProcess {
     fn drop(&mut self) {
-        if self.status.is_none() {
+        if !self.gone {
             // Not reaped yet, so the group id is still ours: kill everything in it. Tokio reaps the leader
             // (kill_on_drop) in the background.
             let _ = sys::signal_group(self.pgid, libc::SIGKILL);
