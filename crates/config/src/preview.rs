@@ -89,20 +89,28 @@ pub fn preview_imports(opts: &LoadOptions, hosts: &[HostKind]) -> Vec<HostPrevie
             }
         }
     }
-    // Which pimcp files define each server name.
+    // Which pimcp files define each server name (valid or not: any entry there overrides the import's fields).
     let mut file_definers: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (name, merged) in &loaded.merged {
-        let mut files: Vec<String> = merged
-            .provenance
-            .values()
-            .filter(|o| matches!(o, Origin::File { .. } | Origin::InMemory))
-            .map(ToString::to_string)
-            .collect();
-        files.dedup();
-        files.sort();
-        files.dedup();
-        if !files.is_empty() {
-            file_definers.insert(name.clone(), files);
+    for (kind, path) in opts.sources() {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(Some(root)) = crate::parse_jsonc(&text) else {
+            continue;
+        };
+        let origin = Origin::File { source: kind, path };
+        for key in ["mcp-servers", "mcpServers"] {
+            for name in root
+                .get(key)
+                .and_then(Value::as_object)
+                .into_iter()
+                .flat_map(|m| m.keys())
+            {
+                let files = file_definers.entry(name.clone()).or_default();
+                if !files.contains(&origin.to_string()) {
+                    files.push(origin.to_string());
+                }
+            }
         }
     }
     let mut claimed: BTreeMap<String, String> = BTreeMap::new();

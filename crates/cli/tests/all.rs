@@ -1,0 +1,12 @@
+//! Integration tests of the `pimcp-run` binary: run as a real process with a temp HOME, project and data dir.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "all/commands.rs"]
+mod commands;
+#[path = "all/editing.rs"]
+mod editing;
+#[path = "all/secrets.rs"]
+mod secrets;
+#[path = "all/support.rs"]
+mod support;

@@ -1,0 +1,234 @@
+//! Exit codes, the no-command hint, `config show/check/schema/import`, `init` and `trust` through the binary.
+
+use crate::support::Sandbox;
+
+#[test]
+fn version_help_and_usage_errors() {
+    let sb = Sandbox::new();
+    let version = sb.run(&["--version"]);
+    assert_eq!(version.code, 0);
+    assert!(version.stdout.starts_with("pimcp-run "), "{version:?}");
+    let help = sb.run(&["--help"]);
+    assert_eq!(help.code, 0);
+    assert!(help.stdout.contains("Exit codes:") && help.stdout.contains("2  usage error or invalid configuration"));
+    assert_eq!(sb.run(&["frobnicate"]).code, 2);
+    assert_eq!(sb.run(&["config", "show", "--bogus"]).code, 2);
+    let add = sb.run(&["add", "x"]);
+    assert_eq!(add.code, 2, "{add:?}");
+    assert!(add.stderr.contains("--url URL"), "{add:?}");
+}
+
+#[test]
+fn no_command_without_a_terminal_prints_the_host_entry_and_exits_2() {
+    let sb = Sandbox::new();
+    let run = sb.run(&[]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains(r#"{"mcpServers": {"pimcp": {"command": "pimcp-run"}}}"#),
+        "{run:?}"
+    );
+    assert!(run.stdout.is_empty(), "stdout belongs to the protocol: {run:?}");
+}
+
+#[test]
+fn config_check_exit_codes() {
+    let sb = Sandbox::new();
+    let ok = sb.run(&["config", "check"]);
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert!(ok.stdout.contains("configuration is valid: 0 servers"), "{ok:?}");
+
+    sb.write(
+        sb.global(),
+        "{\"mcpServers\": {\"a\": {\"command\": \"x\"}, \"b\": {\"command\": \"y\", \"unknownField\": 1}}}",
+    );
+    let warn = sb.run(&["config", "check"]);
+    assert_eq!(warn.code, 0, "warnings only: {warn:?}");
+    assert!(
+        warn.stdout.contains("warning:") && warn.stdout.contains("`unknownField`"),
+        "{warn:?}"
+    );
+
+    sb.write(
+        sb.home.join(".agents/mcp.json"),
+        "{\n  \"mcpServers\": {\n    \"c\": {\"lifecycle\": \"never\", \"command\": \"z\"}\n  },\n}\n}",
+    );
+    let bad = sb.run(&["config", "check", "--json"]);
+    assert_eq!(bad.code, 2, "{bad:?}");
+    let json = bad.json();
+    assert_eq!(json["valid"], false);
+    let problem = &json["problems"].as_array().unwrap()[0];
+    assert!(problem["path"].as_str().unwrap().ends_with(".agents/mcp.json"));
+    assert_eq!(problem["position"], serde_json::json!([6, 1]));
+    assert_eq!(json["servers"], 2, "the other file still loads");
+}
+
+#[test]
+fn config_show_json_has_provenance() {
+    let sb = Sandbox::new();
+    sb.write(
+        sb.home.join(".config/mcp/mcp.json"),
+        r#"{"mcpServers": {"a": {"command": "one", "args": ["x"]}}}"#,
+    );
+    sb.write(
+        sb.global(),
+        r#"{"mcpServers": {"a": {"args": ["y"]}}, "settings": {"toolPrefix": "short"}}"#,
+    );
+    let run = sb.run(&["config", "show", "--json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let json = run.json();
+    let a = &json["servers"][0];
+    assert_eq!(a["name"], "a");
+    assert_eq!(a["status"], "available");
+    assert_eq!(a["transport"], "stdio");
+    assert_eq!(a["fields"]["command"]["value"], "one");
+    assert_eq!(a["fields"]["command"]["from"]["source"], "shared-global");
+    assert_eq!(a["fields"]["args"]["value"], serde_json::json!(["y"]));
+    assert_eq!(a["fields"]["args"]["from"]["source"], "pi-global");
+    assert_eq!(a["identity"].as_str().unwrap().len(), 64);
+    assert_eq!(json["settings"]["toolPrefix"]["value"], "short");
+    assert_eq!(json["sources"].as_array().unwrap().len(), 6);
+
+    let human = sb.run(&["config", "show"]);
+    assert!(human.stdout.contains("~/.config/mcp/mcp.json"), "{human:?}");
+    assert!(
+        human.stdout.contains("command  \"one\"  ← ~/.config/mcp/mcp.json"),
+        "{human:?}"
+    );
+}
+
+#[test]
+fn config_schema_is_json_schema() {
+    let run = Sandbox::new().run(&["config", "schema"]);
+    assert_eq!(run.code, 0);
+    let json = run.json();
+    assert!(json["$schema"].as_str().unwrap().contains("json-schema.org"));
+    assert!(json["properties"]["mcpServers"].is_object());
+}
+
+#[test]
+fn config_import_previews_hosts() {
+    let sb = Sandbox::new();
+    sb.write(
+        sb.home.join(".cursor/mcp.json"),
+        r#"{"mcpServers": {"c1": {"command": "c"}, "shared": {"url": "https://s.example/mcp"}}}"#,
+    );
+    sb.write(sb.global(), r#"{"mcpServers": {"shared": {"description": "mine"}}}"#);
+    let run = sb.run(&["config", "import", "--json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let json = run.json();
+    let cursor = &json["hosts"][0];
+    assert_eq!(cursor["host"], "cursor");
+    assert_eq!(cursor["active"], false);
+    let servers = cursor["servers"].as_array().unwrap();
+    assert_eq!(servers[0]["name"], "c1");
+    assert_eq!(servers[0]["status"], "new");
+    assert_eq!(servers[1]["status"], "under-files");
+    let human = sb.run(&["config", "import"]);
+    assert!(human.stdout.contains("cursor (not imported"), "{human:?}");
+    assert_eq!(sb.run(&["config", "import", "--host", "emacs"]).code, 2);
+}
+
+#[test]
+fn init_shows_without_a_terminal_and_writes_with_yes() {
+    let sb = Sandbox::new();
+    sb.write(
+        sb.home.join(".cursor/mcp.json"),
+        r#"{"mcpServers": {"c1": {"command": "c"}}}"#,
+    );
+    sb.write(sb.home.join(".codex/config.toml"), "[mcp_servers.x]\ncommand = \"x\"\n");
+    let original = "{\n  // mine\n  \"mcpServers\": {}\n}\n";
+    sb.write(sb.global(), original);
+
+    let shown = sb.run(&["init"]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(shown.stdout.contains(r#""imports": ["cursor", "codex"]"#), "{shown:?}");
+    assert!(shown.stdout.contains("--yes"), "{shown:?}");
+    assert_eq!(
+        std::fs::read_to_string(sb.global()).unwrap(),
+        original,
+        "nothing written without --yes"
+    );
+
+    let written = sb.run(&["init", "--yes"]);
+    assert_eq!(written.code, 0, "{written:?}");
+    let text = std::fs::read_to_string(sb.global()).unwrap();
+    assert!(text.starts_with("{\n  // mine\n"), "{text}");
+    assert!(
+        text.contains("\"imports\": [\n    \"cursor\",\n    \"codex\"\n  ]"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.home.join(".pi/agent/mcp.json.bak")).unwrap(),
+        original
+    );
+    let check = sb.run(&["config", "check", "--json"]);
+    assert_eq!(check.json()["servers"], 2, "{check:?}");
+    assert!(sb.run(&["init"]).stdout.contains("already imports all of them"));
+}
+
+#[test]
+fn trust_makes_project_servers_available() {
+    let sb = Sandbox::new();
+    sb.write(
+        sb.project.join(".mcp.json"),
+        r#"{"mcpServers": {"p": {"command": "p"}}}"#,
+    );
+    let before = sb.run(&["config", "show", "--json"]).json();
+    assert_eq!(before["servers"][0]["status"], "untrusted");
+    assert!(
+        before["servers"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("pimcp-run trust")
+    );
+    let trust = sb.run(&["trust"]);
+    assert_eq!(trust.code, 0, "{trust:?}");
+    assert!(trust.stdout.contains(".mcp.json"), "{trust:?}");
+    assert_eq!(
+        sb.run(&["config", "show", "--json"]).json()["servers"][0]["status"],
+        "available"
+    );
+    let one_run = Sandbox::new().env("PIMCP_TRUST_PROJECT", "1");
+    one_run.write(
+        one_run.project.join(".mcp.json"),
+        r#"{"mcpServers": {"p": {"command": "p"}}}"#,
+    );
+    assert_eq!(
+        one_run.run(&["config", "show", "--json"]).json()["servers"][0]["status"],
+        "available"
+    );
+    assert!(sb.run(&["trust", "--revoke"]).stdout.contains("no longer trusted"));
+    assert_eq!(sb.run(&["trust", "/definitely/not/here"]).code, 2);
+}
+
+#[test]
+fn global_flags() {
+    let sb = Sandbox::new();
+    let other = sb.root.path().join("elsewhere");
+    std::fs::create_dir_all(&other).unwrap();
+    sb.write(
+        other.join(".mcp.json"),
+        r#"{"mcpServers": {"there": {"command": "t"}}}"#,
+    );
+    let custom = sb.write(
+        sb.root.path().join("custom.json"),
+        r#"{"mcpServers": {"custom": {"command": "c"}}}"#,
+    );
+    let run = sb.run(&[
+        "config",
+        "show",
+        "--json",
+        "--project",
+        other.to_str().unwrap(),
+        "--config",
+        custom.to_str().unwrap(),
+    ]);
+    let names: Vec<String> = run.json()["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["custom", "there"]);
+}
