@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::model::{AuthConfig, SecretValue, ServerConfig, Transport};
+use crate::model::{AuthConfig, Config, SecretValue, ServerConfig, Transport};
 
 /// Bumped when the hashed shape changes, so old cache entries stop matching.
 const IDENTITY_VERSION: u32 = 1;
@@ -22,6 +22,13 @@ impl ServerConfig {
     /// See [`identity_hash`].
     pub fn identity_hash(&self) -> String {
         identity_hash(self)
+    }
+}
+
+impl Config {
+    /// See [`identity_hash`] (the metadata-cache key of a server).
+    pub fn identity_hash(server: &ServerConfig) -> String {
+        identity_hash(server)
     }
 }
 
