@@ -13,7 +13,7 @@ use serde_json::json;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let fixture = mcp_fixture::bin_path();
+    let fixture = fixture_path();
     let config = pimcp_config::load_in_memory(
         &json!({ "mcpServers": { "fixture": { "command": fixture, "args": [] } } }),
         &LoadOptions::new(dir.path(), dir.path()),
@@ -36,4 +36,13 @@ async fn main() -> anyhow::Result<()> {
     let report = runtime.shutdown(Duration::from_secs(5)).await;
     println!("shutdown graceful={} in {:?}", report.graceful, report.elapsed);
     Ok(())
+}
+
+/// `target/<profile>/mcp-fixture` next to `target/<profile>/examples/basic`, else the fixture crate's locator.
+fn fixture_path() -> std::path::PathBuf {
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent()?.parent().map(|p| p.join("mcp-fixture")))
+        .filter(|p| p.is_file());
+    beside.unwrap_or_else(mcp_fixture::bin_path)
 }

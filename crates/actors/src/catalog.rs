@@ -300,7 +300,8 @@ impl Catalog {
             let hits = match_in_server(sc, name);
             return match hits.len() {
                 1 => Resolution::Found(hits[0].clone()),
-                0 if sc.available && sc.source != Some(MetadataSource::Live) => {
+                // Unknown metadata, or a server that cannot start (it will say why): ask the server.
+                0 if !sc.available || sc.source != Some(MetadataSource::Live) => {
                     Resolution::NeedsDiscovery(vec![server.to_owned()])
                 }
                 0 => Resolution::NotFound {

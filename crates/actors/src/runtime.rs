@@ -70,6 +70,7 @@ pub struct ShutdownReport {
 #[derive(Clone)]
 pub struct RuntimeHandle {
     shared: Arc<Shared>,
+    supervisor: ActorRef<SupMsg>,
     catalog_rx: watch::Receiver<Arc<Catalog>>,
 }
 
@@ -180,6 +181,20 @@ impl RuntimeHandle {
         self.control(server, |reply| ServerMsg::Enable { reply }).await
     }
 
+    /// Applies a new configuration (SPEC 3.6): removed servers stop, changed servers restart (closing any
+    /// crash-loop breaker), unchanged servers keep their connections and calls. Settings are fixed at start.
+    pub async fn reconfigure(&self, config: Config) -> Result<()> {
+        self.check_running()?;
+        let (tx, rx) = oneshot::channel();
+        self.supervisor
+            .send_message(SupMsg::Reconfigure {
+                config: Arc::new(config),
+                reply: tx,
+            })
+            .map_err(|_| Error::actor("the supervisor is not running"))?;
+        rx.await.map_err(|_| Error::actor("the supervisor dropped the request"))
+    }
+
     /// The server's instructions (live or cached).
     pub fn instructions(&self, server: &str) -> Option<String> {
         self.catalog().server(server).and_then(|s| s.instructions.clone())
@@ -218,7 +233,10 @@ impl RuntimeHandle {
 
 /// A running runtime: the supervisor and its actor tree. Derefs to [`RuntimeHandle`].
 ///
-/// ```
+/// Compiled here; run the same code with `cargo run -p pimcp-actors --example basic` (a doctest's executable
+/// cannot locate the fixture binary).
+///
+/// ```no_run
 /// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::time::Duration;
@@ -299,10 +317,11 @@ impl Runtime {
                     };
                     initial.insert(s.name.clone(), (entry.metadata.clone(), source));
                 }
-                if cache.exists() && file.servers.keys().any(|k| !configured.contains(k)) {
-                    if let Err(e) = cache.update(Vec::new(), &[], Some(&configured)) {
-                        tracing::warn!(error = %e, "could not prune the metadata cache");
-                    }
+                if cache.exists()
+                    && file.servers.keys().any(|k| !configured.contains(k))
+                    && let Err(e) = cache.update(Vec::new(), &[], Some(&configured))
+                {
+                    tracing::warn!(error = %e, "could not prune the metadata cache");
                 }
                 initial
             })
@@ -342,7 +361,11 @@ impl Runtime {
             .await
             .map_err(|e| Error::actor(format!("starting the supervisor: {e}")))?;
         Ok(Runtime {
-            handle: RuntimeHandle { shared, catalog_rx },
+            handle: RuntimeHandle {
+                shared,
+                supervisor: supervisor.clone(),
+                catalog_rx,
+            },
             supervisor,
             join,
         })

@@ -417,6 +417,15 @@ impl ServerActor {
                     watch_stop.clone(),
                     st.shared.tuning.transport_watch_interval,
                 );
+                if conn.era == Era::Stateless {
+                    spawn_listener(
+                        myself.clone(),
+                        generation,
+                        peer.clone(),
+                        watch_stop.clone(),
+                        &conn.capabilities,
+                    );
+                }
                 st.live = Some(Live {
                     era: conn.era,
                     conn,
@@ -702,7 +711,15 @@ impl ServerActor {
                     let _ = reply.send(Err(err));
                     return;
                 }
-                if st.live.is_some() {
+                if st
+                    .live
+                    .as_ref()
+                    .is_some_and(|l| l.dead.is_cancelled() || l.peer.is_transport_closed())
+                {
+                    // Died, and the watcher has not told us yet: queue the call behind a respawn.
+                    st.waiters.push(Waiter::Call(job, reply));
+                    Self::on_transport_death(myself, st, "the server exited");
+                } else if st.live.is_some() {
                     Self::dispatch_call(myself, st, job, reply);
                 } else {
                     st.waiters.push(Waiter::Call(job, reply));
@@ -1270,6 +1287,66 @@ fn spawn_watcher(
                         return;
                     }
                 }
+            }
+        }
+    });
+}
+
+/// 2026-07-28 servers send `list_changed` only on a `subscriptions/listen` stream: open one for the advertised
+/// lists and forward its notifications like the ClientHandler does for initialize-era servers.
+fn spawn_listener(
+    me: ActorRef<ServerMsg>,
+    generation: u64,
+    peer: Peer<RoleClient>,
+    stop: CancellationToken,
+    caps: &rmcp::model::ServerCapabilities,
+) {
+    let mut builder = rmcp::model::SubscriptionFilter::builder();
+    let mut any = false;
+    if caps.tools.as_ref().is_some_and(|t| t.list_changed == Some(true)) {
+        builder = builder.tools_list_changed();
+        any = true;
+    }
+    if caps.resources.as_ref().is_some_and(|r| r.list_changed == Some(true)) {
+        builder = builder.resources_list_changed();
+        any = true;
+    }
+    if caps.prompts.as_ref().is_some_and(|p| p.list_changed == Some(true)) {
+        builder = builder.prompts_list_changed();
+        any = true;
+    }
+    if !any {
+        return;
+    }
+    let filter = builder.build();
+    tokio::spawn(async move {
+        let mut sub = tokio::select! {
+            r = peer.listen(filter) => match r {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(error = %e, "subscriptions/listen refused; no list_changed for this connection");
+                    return;
+                }
+            },
+            _ = stop.cancelled() => return,
+        };
+        loop {
+            let next = tokio::select! {
+                n = sub.next() => n,
+                _ = stop.cancelled() => {
+                    let _ = sub.cancel().await;
+                    return;
+                }
+            };
+            let kind = match next {
+                Ok(Some(rmcp::model::ServerNotification::ToolListChangedNotification(_))) => ListKind::Tools,
+                Ok(Some(rmcp::model::ServerNotification::ResourceListChangedNotification(_))) => ListKind::Resources,
+                Ok(Some(rmcp::model::ServerNotification::PromptListChangedNotification(_))) => ListKind::Prompts,
+                Ok(Some(_)) => continue,
+                Ok(None) | Err(_) => return,
+            };
+            if me.send_message(ServerMsg::ListChanged { generation, kind }).is_err() {
+                return;
             }
         }
     });

@@ -226,10 +226,6 @@ impl StatusBoard {
         self.servers.remove(name);
     }
 
-    pub(crate) fn get(&self, name: &str) -> Option<ServerStatus> {
-        self.servers.get(name).map(|s| s.clone())
-    }
-
     pub(crate) fn snapshot(&self) -> StatusSnapshot {
         let mut servers: Vec<ServerStatus> = self
             .servers

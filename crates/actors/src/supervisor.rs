@@ -27,6 +27,11 @@ pub(crate) enum SupMsg {
     RestartRouter,
     /// Periodic wall-clock check.
     ClockTick,
+    /// Apply a new configuration: removed servers stop, changed ones restart, unchanged ones keep running.
+    Reconfigure {
+        config: Arc<Config>,
+        reply: tokio::sync::oneshot::Sender<()>,
+    },
 }
 
 pub(crate) struct SupArgs {
@@ -91,6 +96,73 @@ impl SupervisorActor {
         st.children.insert(router.get_id(), Child::Router);
         st.shared.set_router(router);
         Ok(())
+    }
+
+    /// Stops a server actor politely: close its connection (bounded), then stop it. Not a failure.
+    fn retire(st: &mut SupState, server: &str) {
+        let Some((_, actor)) = st.shared.registry.remove(server) else {
+            return;
+        };
+        st.children.remove(&actor.get_id());
+        let grace = st.shared.tuning.close_grace;
+        tokio::spawn(async move {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            if actor.send_message(ServerMsg::Shutdown { reply: tx }).is_ok() {
+                let _ = tokio::time::timeout(grace.saturating_mul(3), rx).await;
+            }
+            actor.stop(Some("reconfigured".into()));
+        });
+    }
+
+    async fn reconfigure(myself: &ActorRef<SupMsg>, st: &mut SupState, config: Arc<Config>) {
+        let old = st.config.clone();
+        st.config = config.clone();
+        if let Ok(mut names) = st.shared.configured.write() {
+            *names = config.servers.iter().map(|s| s.name.clone()).collect();
+        }
+        for s in &old.servers {
+            match config.server(&s.name) {
+                None => {
+                    Self::retire(st, &s.name);
+                    st.shared.board.remove(&s.name);
+                    st.shared.update_known(&s.name, None);
+                    st.restarts.remove(&s.name);
+                }
+                Some(new) if new != s => Self::retire(st, &s.name),
+                Some(_) => {}
+            }
+        }
+        let known = st.shared.known_metadata();
+        for s in &config.servers {
+            let unchanged = old.server(&s.name).is_some_and(|o| o == s);
+            if unchanged {
+                continue;
+            }
+            // Keep metadata only when the identity (and so the cache key) is unchanged.
+            let keep = old
+                .server(&s.name)
+                .is_some_and(|o| pimcp_config::identity_hash(o) == pimcp_config::identity_hash(s));
+            let initial = if keep {
+                known.get(&s.name).map(|(m, src)| {
+                    let src = if *src == MetadataSource::Live {
+                        MetadataSource::Cache
+                    } else {
+                        *src
+                    };
+                    (m.as_ref().clone(), src)
+                })
+            } else {
+                st.shared.update_known(&s.name, None);
+                None
+            };
+            st.restarts.remove(&s.name);
+            if let Err(e) = Self::spawn_server(myself, st, &s.name, initial).await {
+                tracing::error!(server = %s.name, error = %e, "could not start the server actor");
+            }
+        }
+        if let Some(router) = st.shared.router() {
+            let _ = router.send_message(crate::router::RouterMsg::Reconfigure { config });
+        }
     }
 
     fn on_child_down(myself: &ActorRef<SupMsg>, st: &mut SupState, cell: &ActorCell, why: String) {
@@ -202,6 +274,10 @@ impl Actor for SupervisorActor {
                 if !st.shared.is_shutting_down() {
                     Self::spawn_router(&myself, st).await?;
                 }
+            }
+            SupMsg::Reconfigure { config, reply } => {
+                Self::reconfigure(&myself, st, config).await;
+                let _ = reply.send(());
             }
             SupMsg::ClockTick => {
                 let threshold = st.shared.settings.health_interval;

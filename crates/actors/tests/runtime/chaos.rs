@@ -170,22 +170,27 @@ async fn crash_after_three_under_a_hundred_concurrent_calls_answers_every_call()
         .await
         .expect("deadlock: not every call was answered");
     assert_eq!(results.len(), 100);
-    let mut ok = 0;
     for (i, r) in results.iter().enumerate() {
         match r {
-            Ok(out) => {
-                assert_eq!(out.text(), format!("c{i}"));
-                ok += 1;
-            }
+            Ok(out) => assert_eq!(out.text(), format!("c{i}")),
             Err(e) => assert!(
                 matches!(e.category(), ErrorCategory::Connection),
                 "call {i} ended with an unexpected error: {e}"
             ),
         }
     }
-    assert!(ok >= 3, "at least the first three calls succeed");
-    // Still recoverable afterwards.
-    rt.connect("fx").await.unwrap();
+    // Still usable afterwards: a fresh process answers its first three calls.
+    for i in 0..3 {
+        let out = rt
+            .call(
+                "fx_echo",
+                args(json!({"text": format!("after{i}")})),
+                CallOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.text(), format!("after{i}"));
+    }
     h.rt.shutdown(Duration::from_secs(10)).await;
 }
 
@@ -246,10 +251,23 @@ async fn list_changed_burst_is_debounced_and_catalog_correct() {
     for r in futures::future::join_all(adds).await {
         r.unwrap();
     }
-    wait_until("all 40 new tools in the catalog", Duration::from_secs(10), || {
-        (0..40).all(|i| rt.catalog().get(&format!("fx_burst_{i}")).is_some())
+    let present = || {
+        (0..40)
+            .filter(|i| rt.catalog().get(&format!("fx_burst_{i}")).is_some())
+            .count()
+    };
+    let r = tokio::time::timeout(Duration::from_secs(10), async {
+        while present() < 40 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     })
     .await;
+    assert!(
+        r.is_ok(),
+        "only {} of 40 new tools reached the catalog; catalog has {} tools",
+        present(),
+        rt.catalog().tools().count()
+    );
     let mut refreshes = 0;
     while let Ok(e) = events.try_recv() {
         if let RuntimeEvent::CatalogChanged { servers, .. } = e
@@ -259,7 +277,7 @@ async fn list_changed_burst_is_debounced_and_catalog_correct() {
         }
     }
     assert!(
-        refreshes >= 1 && refreshes < 40,
+        (1..40).contains(&refreshes),
         "40 notifications gave {refreshes} refreshes"
     );
     // A removal shows up too, and the new tools are callable.

@@ -1,7 +1,7 @@
 //! Shared helpers: configs for fixture servers, a started runtime in a temp dir, polling toward deadlines,
 //! the fixture's event log and pid liveness.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use pimcp_actors::{ErrorCategory, Runtime, RuntimeOptions, ServerState, Tuning};
@@ -31,12 +31,6 @@ pub fn tuning() -> Tuning {
 pub struct Harness {
     pub rt: Runtime,
     pub dir: tempfile::TempDir,
-}
-
-impl Harness {
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
 }
 
 pub fn load(config: &Value, dir: &Path) -> Config {
