@@ -234,7 +234,7 @@ struct TokensPart {
     refresh_token: Option<String>,
     /// Unix seconds (values above 10^12 are read as milliseconds, which some writers used).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    expires_at: Option<f64>,
+    expires_at: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     scope: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -272,7 +272,7 @@ impl From<&TokenRecord> for TokenFile {
             tokens: TokensPart {
                 access_token: record.access_token.expose().to_string(),
                 refresh_token: record.refresh_token.as_ref().map(|t| t.expose().to_string()),
-                expires_at: record.expires_at.map(|s| s as f64),
+                expires_at: record.expires_at.map(serde_json::Value::from),
                 scope: record.scope.clone(),
                 issuer: record.issuer.clone(),
                 token_type: Some(record.token_type.clone()),
@@ -331,6 +331,12 @@ impl TokenFile {
         let expires_at = self
             .tokens
             .expires_at
+            .as_ref()
+            .and_then(|v| match v {
+                serde_json::Value::Number(n) => n.as_f64(),
+                serde_json::Value::String(s) => s.trim().parse::<f64>().ok(),
+                _ => None,
+            })
             .filter(|v| v.is_finite() && *v > 0.0)
             .map(|v| if v > 1e12 { (v / 1000.0) as u64 } else { v as u64 });
         Ok(TokenRecord {

@@ -71,12 +71,20 @@ impl TokenManager {
     /// A usable record: the stored one if it is not about to expire; otherwise refreshed (once, across processes)
     /// and persisted before it is returned. `client_credentials` servers get a new token when none is stored.
     pub async fn refresh_if_needed(&self, key: &StoreKey, client: &OAuthClient) -> Result<TokenRecord> {
-        if let Some(record) = self.store.load(key).await?
+        let seen = self.store.load(key).await?;
+        if let Some(record) = &seen
             && !record.expires_within(self.skew, SystemTime::now())
         {
-            return Ok(record);
+            return Ok(record.clone());
         }
-        self.spawn_refresh(key, client, Trigger::Expiry).await
+        self.spawn_refresh(
+            key,
+            client,
+            Trigger::Expiry {
+                seen: seen.map(|r| r.access_token),
+            },
+        )
+        .await
     }
 
     /// After the server answered 401 to `rejected`: adopt a different stored token if a sibling already refreshed,
@@ -142,8 +150,8 @@ async fn send(request: reqwest::RequestBuilder) -> Result<reqwest::Response> {
 
 /// Why a refresh was asked for.
 enum Trigger {
-    /// The token expires within the skew (or there is none).
-    Expiry,
+    /// The token expires within the skew (or there is none); `seen` is the access token looked at.
+    Expiry { seen: Option<Secret> },
     /// The server rejected this access token.
     Rejected(Secret),
 }
@@ -160,7 +168,10 @@ async fn locked_refresh(
     let current = store.load(&key).await?;
     if let Some(record) = &current {
         let adopt = match &trigger {
-            Trigger::Expiry => !record.expires_within(skew, SystemTime::now()),
+            // Another process replaced the token we looked at (however short-lived the new one is), or it is fine.
+            Trigger::Expiry { seen } => {
+                seen.as_ref() != Some(&record.access_token) || !record.expires_within(skew, SystemTime::now())
+            }
             Trigger::Rejected(rejected) => record.access_token != *rejected,
         };
         if adopt {

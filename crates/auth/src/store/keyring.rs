@@ -46,6 +46,11 @@ impl KeyringStore {
         KeyringStore::open_with(platform_store, KEYRING_SERVICE).await
     }
 
+    /// The platform's credential store under another service name (tests use a unique one).
+    pub async fn open_with_service(service: &str) -> Result<KeyringStore> {
+        KeyringStore::open_with(platform_store, service).await
+    }
+
     /// A store built by `factory` on the worker thread (after the Linux session-keyring join), under `service`.
     /// Tests pass `keyring_core::mock::Store::new`; hosts may pass another `keyring-core` store.
     pub async fn open_with<F>(factory: F, service: &str) -> Result<KeyringStore>

@@ -1,0 +1,21 @@
+//! Integration tests of pimcp-auth: every flow runs against a loopback fake authorization server (the fixture's
+//! `oauth` module, included from its source) and real token stores in temp dirs; multi-process behaviour uses the
+//! `token_tool` example as a separate process.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../fixture/src/oauth/mod.rs"]
+mod fake_as;
+
+#[path = "all/discovery.rs"]
+mod discovery;
+#[path = "all/flows.rs"]
+mod flows;
+#[path = "all/refresh.rs"]
+mod refresh;
+#[path = "all/secrets.rs"]
+mod secrets;
+#[path = "all/stores.rs"]
+mod stores;
+#[path = "all/support.rs"]
+mod support;
