@@ -825,19 +825,23 @@ impl OAuthClient {
                 reason: "the response is not a client information document".into(),
             })?;
         let client_secret = response.client_secret.filter(|s| !s.is_empty()).map(Secret::new);
+        // RFC 7591 §3.2.1: the response echoes the registered method; when it does not, what we asked for applies
+        // (a secret the server sends anyway is kept but not used with `none`). A secret method without a secret
+        // falls back to `none`.
         let auth_method = response
             .token_endpoint_auth_method
             .as_deref()
             .and_then(TokenEndpointAuthMethod::parse)
-            .unwrap_or(if client_secret.is_some() {
-                if metadata.supports_auth_method("client_secret_basic") {
-                    TokenEndpointAuthMethod::ClientSecretBasic
-                } else {
-                    TokenEndpointAuthMethod::ClientSecretPost
-                }
-            } else {
+            .or_else(|| TokenEndpointAuthMethod::parse(requested_method))
+            .unwrap_or_default();
+        let auth_method = match auth_method {
+            TokenEndpointAuthMethod::ClientSecretBasic | TokenEndpointAuthMethod::ClientSecretPost
+                if client_secret.is_none() =>
+            {
                 TokenEndpointAuthMethod::None
-            });
+            }
+            method => method,
+        };
         tracing::info!(server = %self.inner.server, method = auth_method.as_str(), "registered an oauth client");
         Ok(ClientRegistration {
             client_id: response.client_id,

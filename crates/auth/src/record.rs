@@ -166,6 +166,21 @@ impl TokenRecord {
         }
     }
 
+    /// True when the token should be refreshed now: it expires within `skew`, or within half its lifetime when
+    /// that is shorter (a 2-second token is not refreshed before every use). Never for tokens without an expiry.
+    pub fn needs_refresh(&self, skew: Duration, now: SystemTime) -> bool {
+        let Some(expires_at) = self.expires_at else {
+            return false;
+        };
+        let obtained = self.obtained_at_ms / 1000;
+        let window = if obtained > 0 && expires_at > obtained {
+            skew.as_secs().min((expires_at - obtained) / 2)
+        } else {
+            skew.as_secs()
+        };
+        unix_secs(now).saturating_add(window) >= expires_at
+    }
+
     /// Serialize in the seed-000 `tokens.json` shape (with our extra fields).
     pub fn to_json(&self) -> Result<String> {
         serde_json::to_string_pretty(&TokenFile::from(self)).map_err(|e| Error::Store {
@@ -441,6 +456,21 @@ mod tests {
         let at = UNIX_EPOCH + Duration::from_secs(2_000_000_000 - 100);
         assert!(!record.expires_within(Duration::from_secs(60), at));
         assert!(record.expires_within(Duration::from_secs(120), at));
+    }
+
+    #[test]
+    fn short_lived_tokens_refresh_at_half_life() {
+        let mut record = sample();
+        record.obtained_at_ms = 1_000_000 * 1000;
+        record.expires_at = Some(1_000_002);
+        let at = |s: u64| UNIX_EPOCH + Duration::from_secs(s);
+        assert!(!record.needs_refresh(Duration::from_secs(60), at(1_000_000)));
+        assert!(record.needs_refresh(Duration::from_secs(60), at(1_000_001)));
+        record.expires_at = Some(1_003_600);
+        assert!(!record.needs_refresh(Duration::from_secs(60), at(1_003_539)));
+        assert!(record.needs_refresh(Duration::from_secs(60), at(1_003_540)));
+        record.expires_at = None;
+        assert!(!record.needs_refresh(Duration::from_secs(60), at(2_000_000)));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::record::{StoreKey, TokenRecord};
 use crate::store::TokenStore;
 
-/// Refresh proactively when the access token expires within this window.
+/// Refresh proactively when the access token expires within this window (or within half its lifetime, if shorter).
 pub const REFRESH_SKEW: Duration = Duration::from_secs(60);
 /// Longest wait for another process's refresh of the same server.
 pub const REFRESH_LOCK_WAIT: Duration = Duration::from_secs(60);
@@ -73,7 +73,7 @@ impl TokenManager {
     pub async fn refresh_if_needed(&self, key: &StoreKey, client: &OAuthClient) -> Result<TokenRecord> {
         let seen = self.store.load(key).await?;
         if let Some(record) = &seen
-            && !record.expires_within(self.skew, SystemTime::now())
+            && !record.needs_refresh(self.skew, SystemTime::now())
         {
             return Ok(record.clone());
         }
@@ -170,7 +170,7 @@ async fn locked_refresh(
         let adopt = match &trigger {
             // Another process replaced the token we looked at (however short-lived the new one is), or it is fine.
             Trigger::Expiry { seen } => {
-                seen.as_ref() != Some(&record.access_token) || !record.expires_within(skew, SystemTime::now())
+                seen.as_ref() != Some(&record.access_token) || !record.needs_refresh(skew, SystemTime::now())
             }
             Trigger::Rejected(rejected) => record.access_token != *rejected,
         };

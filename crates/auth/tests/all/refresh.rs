@@ -10,7 +10,7 @@ use pimcp_auth::{Error, FileStore, MemoryStore, StoreKey, TokenManager, TokenSto
 use pimcp_config::OAuthConfig;
 
 use crate::fake_as::FakeAsConfig;
-use crate::support::{client, sha, start, token_tool};
+use crate::support::{client, nearly_expired, sha, start, token_tool};
 
 fn manager(store: Arc<dyn TokenStore>, dir: &std::path::Path) -> TokenManager {
     TokenManager::new(store, dir)
@@ -18,19 +18,23 @@ fn manager(store: Arc<dyn TokenStore>, dir: &std::path::Path) -> TokenManager {
 
 #[tokio::test]
 async fn refresh_happens_before_expiry_and_rotates() {
-    // Tokens live 30 s, inside the 60 s proactive window: the first use already refreshes.
-    let fake = start(FakeAsConfig {
-        access_ttl_secs: 30,
-        ..FakeAsConfig::default()
-    })
-    .await;
+    let fake = start(FakeAsConfig::default()).await;
     let client = client(&fake, OAuthConfig::default());
     let dir = tempfile::tempdir().unwrap();
     let tokens = manager(Arc::new(MemoryStore::new()), dir.path());
     let key = StoreKey::new("srv", fake.mcp_url());
-    let first = crate::support::login(&client).await;
-    tokens.save_login(&key, &first).await.unwrap();
+    let fresh = crate::support::login(&client).await;
+    tokens.save_login(&key, &fresh).await.unwrap();
+    assert_eq!(
+        tokens.refresh_if_needed(&key, &client).await.unwrap(),
+        fresh,
+        "a fresh token is used as is"
+    );
+    assert!(fake.token_requests("refresh_token").is_empty());
 
+    // Ten seconds before expiry it is refreshed.
+    let first = nearly_expired(&fresh);
+    tokens.save_login(&key, &first).await.unwrap();
     let refreshed = tokens.refresh_if_needed(&key, &client).await.unwrap();
     assert_ne!(refreshed.access_token, first.access_token);
     assert_ne!(
@@ -47,10 +51,11 @@ async fn refresh_happens_before_expiry_and_rotates() {
     assert_eq!(params["resource"], fake.mcp_url());
     assert_eq!(refreshed.client, first.client);
 
-    // With a wide-enough token lifetime nothing is refreshed.
+    // With no skew, a token 10 s from expiry is still used.
     let calm = TokenManager::new(Arc::new(MemoryStore::new()), dir.path()).with_skew(Duration::ZERO);
-    calm.save_login(&key, &refreshed).await.unwrap();
-    assert_eq!(calm.refresh_if_needed(&key, &client).await.unwrap(), refreshed);
+    let nearly = nearly_expired(&refreshed);
+    calm.save_login(&key, &nearly).await.unwrap();
+    assert_eq!(calm.refresh_if_needed(&key, &client).await.unwrap(), nearly);
     assert_eq!(fake.token_requests("refresh_token").len(), 1);
 }
 
@@ -86,17 +91,13 @@ async fn a_401_refreshes_once_and_retries() {
 
 #[tokio::test]
 async fn a_revoked_refresh_token_needs_auth_and_keeps_the_record() {
-    let fake = start(FakeAsConfig {
-        access_ttl_secs: 10,
-        ..FakeAsConfig::default()
-    })
-    .await;
+    let fake = start(FakeAsConfig::default()).await;
     let client = client(&fake, OAuthConfig::default());
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn TokenStore> = Arc::new(FileStore::new(dir.path()));
     let tokens = manager(store.clone(), dir.path());
     let key = StoreKey::new("srv", fake.mcp_url());
-    let record = crate::support::login(&client).await;
+    let record = nearly_expired(&crate::support::login(&client).await);
     tokens.save_login(&key, &record).await.unwrap();
 
     fake.revoke_refresh_tokens();
@@ -129,7 +130,6 @@ async fn no_stored_token_needs_auth() {
 #[tokio::test]
 async fn a_cancelled_caller_does_not_lose_the_rotated_token() {
     let fake = start(FakeAsConfig {
-        access_ttl_secs: 10,
         refresh_delay: Duration::from_millis(300),
         ..FakeAsConfig::default()
     })
@@ -139,7 +139,7 @@ async fn a_cancelled_caller_does_not_lose_the_rotated_token() {
     let store: Arc<dyn TokenStore> = Arc::new(FileStore::new(dir.path()));
     let tokens = manager(store.clone(), dir.path());
     let key = StoreKey::new("srv", fake.mcp_url());
-    let first = crate::support::login(&client).await;
+    let first = nearly_expired(&crate::support::login(&client).await);
     tokens.save_login(&key, &first).await.unwrap();
 
     // Drop the caller while the AS holds the refresh response.
@@ -163,6 +163,7 @@ async fn a_cancelled_caller_does_not_lose_the_rotated_token() {
     assert_eq!(Some(stored.access_token.expose().to_string()), fake.last_access_token());
     assert_eq!(fake.token_requests("refresh_token").len(), 1);
     // The stored refresh token is the live one: the next refresh succeeds.
+    tokens.save_login(&key, &nearly_expired(&stored)).await.unwrap();
     let next = tokens.refresh_if_needed(&key, &client).await.unwrap();
     assert_ne!(next.access_token, stored.access_token);
 }
@@ -170,7 +171,6 @@ async fn a_cancelled_caller_does_not_lose_the_rotated_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_racing_a_rotating_refresh_token_both_end_authorized() {
     let fake = start(FakeAsConfig {
-        access_ttl_secs: 10,
         refresh_delay: Duration::from_millis(400),
         ..FakeAsConfig::default()
     })
@@ -179,7 +179,7 @@ async fn two_processes_racing_a_rotating_refresh_token_both_end_authorized() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn TokenStore> = Arc::new(FileStore::new(dir.path()));
     let key = StoreKey::new("srv", fake.mcp_url());
-    let first = crate::support::login(&client).await;
+    let first = nearly_expired(&crate::support::login(&client).await);
     manager(store.clone(), dir.path())
         .save_login(&key, &first)
         .await

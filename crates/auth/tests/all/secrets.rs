@@ -15,7 +15,6 @@ async fn planted_secrets_never_appear_in_debug_output_or_errors() {
         registration: false,
         auth_methods: vec!["client_secret_post".into()],
         clients: vec![("pre-1".into(), Some(client_secret.into()))],
-        access_ttl_secs: 5,
         ..FakeAsConfig::default()
     })
     .await;
@@ -51,7 +50,10 @@ async fn planted_secrets_never_appear_in_debug_output_or_errors() {
     let store: Arc<dyn TokenStore> = Arc::new(FileStore::new(dir.path()));
     let tokens = TokenManager::new(store.clone(), dir.path());
     let key = StoreKey::new("srv", fake.mcp_url());
-    tokens.save_login(&key, &record).await.unwrap();
+    tokens
+        .save_login(&key, &crate::support::nearly_expired(&record))
+        .await
+        .unwrap();
     output.push(format!("{record:?} {client:?} {tokens:?} {store:?} {key:?}"));
 
     // A refresh that the server refuses, and a corrupt stored record.

@@ -128,3 +128,16 @@ fn newest_mtime(paths: &[PathBuf]) -> std::time::SystemTime {
     }
     newest
 }
+
+/// `record` as if it had been obtained an hour ago and expired in 10 s: inside the proactive refresh window.
+pub fn nearly_expired(record: &pimcp_auth::TokenRecord) -> pimcp_auth::TokenRecord {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    pimcp_auth::TokenRecord {
+        expires_at: Some(now + 10),
+        obtained_at_ms: (now - 3590) * 1000,
+        ..record.clone()
+    }
+}
