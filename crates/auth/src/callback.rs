@@ -62,8 +62,37 @@ impl std::fmt::Debug for CallbackListener {
 }
 
 impl CallbackListener {
-    /// Listen on 127.0.0.1.
+    /// Listen on 127.0.0.1 at [`CALLBACK_PATH`].
     pub async fn bind(port: CallbackPort) -> Result<CallbackListener> {
+        CallbackListener::bind_at(port, None, CALLBACK_PATH).await
+    }
+
+    /// Listen for a configured `oauth.redirectUri`: it must be `http://` on `127.0.0.1`, `localhost` or `[::1]`.
+    /// Its port pins the listener (`{port}` stands for whichever port `port` yields); its path is served; the
+    /// redirect URI is kept exactly as configured, since authorization servers compare it as a string.
+    pub async fn bind_redirect_uri(redirect_uri: &str, port: CallbackPort) -> Result<CallbackListener> {
+        let placeholder = redirect_uri.contains("{port}");
+        let probe = redirect_uri.replace("{port}", "1");
+        let url = url::Url::parse(&probe).map_err(|_| Error::Callback {
+            reason: "`oauth.redirectUri` is not a valid URL".into(),
+        })?;
+        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+        if url.scheme() != "http" || !matches!(host.as_str(), "127.0.0.1" | "localhost" | "[::1]") {
+            return Err(Error::Callback {
+                reason:
+                    "`oauth.redirectUri` is not a loopback http URI; complete the login by pasting the redirect URL"
+                        .into(),
+            });
+        }
+        let port = match (placeholder, url.port()) {
+            (true, _) => port,
+            (false, Some(p)) => CallbackPort::Pinned(p),
+            (false, None) => CallbackPort::Pinned(80),
+        };
+        CallbackListener::bind_at(port, Some(redirect_uri), url.path()).await
+    }
+
+    async fn bind_at(port: CallbackPort, template: Option<&str>, path: &str) -> Result<CallbackListener> {
         let listener = match port {
             CallbackPort::Pinned(p) => tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, p))
                 .await
@@ -85,11 +114,14 @@ impl CallbackListener {
         let addr: SocketAddr = listener.local_addr().map_err(|e| Error::Callback {
             reason: format!("no local address: {e}"),
         })?;
-        let redirect_uri = format!("http://127.0.0.1:{}{CALLBACK_PATH}", addr.port());
+        let redirect_uri = match template {
+            Some(t) => t.replace("{port}", &addr.port().to_string()),
+            None => format!("http://127.0.0.1:{}{CALLBACK_PATH}", addr.port()),
+        };
         let (tx, callbacks) = mpsc::channel::<String>(8);
         let (shutdown, stop) = oneshot::channel::<()>();
         let app = axum::Router::new()
-            .route(CALLBACK_PATH, axum::routing::get(on_callback))
+            .route(path, axum::routing::get(on_callback))
             .with_state((tx, redirect_uri.clone()));
         tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(async {
@@ -181,6 +213,24 @@ mod tests {
         assert!(err.to_string().contains(&port.to_string()), "{err}");
         let listener = CallbackListener::bind(CallbackPort::Preferred(port)).await.unwrap();
         assert_ne!(listener.port(), port);
+    }
+
+    #[tokio::test]
+    async fn configured_redirect_uris() {
+        let mut listener =
+            CallbackListener::bind_redirect_uri("http://localhost:{port}/oauth/done", CallbackPort::Preferred(0))
+                .await
+                .unwrap();
+        let expected = format!("http://localhost:{}/oauth/done", listener.port());
+        assert_eq!(listener.redirect_uri(), expected);
+        let url = format!("http://127.0.0.1:{}/oauth/done?code=c&state=s", listener.port());
+        assert_eq!(reqwest::get(&url).await.unwrap().status(), 200);
+        assert_eq!(listener.recv().await.unwrap(), format!("{expected}?code=c&state=s"));
+        assert!(
+            CallbackListener::bind_redirect_uri("https://app.example/cb", CallbackPort::Preferred(0))
+                .await
+                .is_err()
+        );
     }
 
     #[tokio::test]

@@ -37,6 +37,8 @@ pub struct LoginOptions {
     pub challenge: Option<Challenge>,
     /// A client registered in an earlier login (from the stored record).
     pub known_client: Option<ClientRegistration>,
+    /// The redirect URI when there is no listener (a non-loopback `oauth.redirectUri`: paste-only).
+    pub redirect_uri: Option<String>,
 }
 
 impl Default for LoginOptions {
@@ -46,25 +48,41 @@ impl Default for LoginOptions {
             timeout: LOGIN_TIMEOUT,
             challenge: None,
             known_client: None,
+            redirect_uri: None,
         }
     }
 }
 
 /// Run an interactive authorization-code login to completion.
 ///
-/// `manual` delivers pasted redirect URLs or codes (e.g. from `pimcp-run auth complete`); `notify` receives what to
-/// show the user. Returns the new record; storing it is the caller's job (`TokenManager::save_login`).
+/// `listener` receives the browser's redirect (`None`: paste-only, with `options.redirect_uri`); `manual` delivers
+/// pasted redirect URLs or codes (e.g. from `pimcp-run auth complete`); `notify` receives what to show the user.
+/// Returns the new record; storing it is the caller's job (`TokenManager::save_login`).
 pub async fn login(
     client: &OAuthClient,
-    mut listener: CallbackListener,
+    mut listener: Option<CallbackListener>,
     mut manual: Option<mpsc::Receiver<String>>,
     opener: &dyn BrowserOpener,
     options: LoginOptions,
     notify: &mut (dyn FnMut(LoginNotice) + Send),
 ) -> Result<TokenRecord> {
+    let redirect_uri = match (&listener, &options.redirect_uri) {
+        (Some(listener), _) => listener.redirect_uri().to_string(),
+        (None, Some(uri)) => uri.clone(),
+        (None, None) => {
+            return Err(Error::Callback {
+                reason: "a login needs a callback listener or a redirect URI".into(),
+            });
+        }
+    };
+    if listener.is_none() && manual.is_none() {
+        return Err(Error::Callback {
+            reason: "without a callback listener the redirect must be pasted".into(),
+        });
+    }
     let start = client
         .start_authorization(AuthorizationRequest {
-            redirect_uri: listener.redirect_uri().to_string(),
+            redirect_uri,
             challenge: options.challenge,
             known_client: options.known_client,
             scope: None,
@@ -87,7 +105,17 @@ pub async fn login(
     let deadline = tokio::time::Instant::now() + options.timeout;
     loop {
         let input = tokio::select! {
-            got = listener.recv() => got,
+            got = async {
+                match listener.as_mut() {
+                    Some(l) => l.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if got.is_none() {
+                    return Err(Error::Callback { reason: "the callback listener stopped".into() });
+                }
+                got
+            }
             got = async {
                 match manual.as_mut() {
                     Some(rx) => rx.recv().await,
@@ -96,6 +124,9 @@ pub async fn login(
             } => {
                 if got.is_none() {
                     manual = None;
+                    if listener.is_none() {
+                        return Err(Error::Callback { reason: "the paste channel closed before a redirect arrived".into() });
+                    }
                     continue;
                 }
                 got

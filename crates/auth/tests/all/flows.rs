@@ -472,7 +472,7 @@ async fn interactive_login_through_the_loopback_listener() {
     let mut notices = Vec::new();
     let record = login(
         &client,
-        listener,
+        Some(listener),
         None,
         &FollowingBrowser { opened: opened.clone() },
         LoginOptions::default(),
@@ -513,7 +513,7 @@ async fn headless_login_takes_a_pasted_redirect() {
         };
         login(
             &client,
-            listener,
+            Some(listener),
             Some(pasted),
             &NoBrowser,
             LoginOptions::default(),
@@ -532,4 +532,31 @@ async fn headless_login_takes_a_pasted_redirect() {
     paste.send(redirect).await.unwrap();
     let record = login_task.await.unwrap().unwrap();
     assert!(fake.is_valid_access_token(record.access_token.expose()));
+}
+
+#[tokio::test]
+async fn paste_only_login_with_a_non_loopback_redirect_uri() {
+    let fake = start(FakeAsConfig::default()).await;
+    let client = client(&fake, OAuthConfig::default());
+    let (paste, pasted) = tokio::sync::mpsc::channel(1);
+    let (notice_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+    let options = LoginOptions {
+        open_browser: false,
+        redirect_uri: Some("https://app.example/oauth/callback".into()),
+        ..LoginOptions::default()
+    };
+    let login_task = tokio::spawn(async move {
+        let mut notify = move |n: LoginNotice| {
+            let _ = notice_tx.send(n);
+        };
+        login(&client, None, Some(pasted), &NoBrowser, options, &mut notify).await
+    });
+    let Some(LoginNotice::OpenManually { url, .. }) = notices.recv().await else {
+        panic!("the login must print the URL");
+    };
+    let redirect = browse(&url).await;
+    assert!(redirect.starts_with("https://app.example/oauth/callback?"));
+    paste.send(redirect).await.unwrap();
+    let record = login_task.await.unwrap().unwrap();
+    assert_eq!(record.client.redirect_uris, ["https://app.example/oauth/callback"]);
 }
