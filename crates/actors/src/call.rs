@@ -2,14 +2,16 @@
 //! that cancels on the wire and is extended by progress, caller cancellation, SPEC 4 retry rules (retry only when
 //! the request provably did not reach the server, or the tool is read-only/idempotent — never replay a
 //! non-idempotent call that may have arrived), and fast failure when the transport dies mid-call.
+#![allow(deprecated)] // roots are SEP-2577-deprecated but still requested by servers
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ContentBlock, JsonObject,
-    MetaObject, ReadResourceRequest, ReadResourceRequestParams, ServerResult,
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ContentBlock, InputRequest,
+    InputRequests, InputResponses, JsonObject, ListRootsResult, MetaObject, ReadResourceRequest,
+    ReadResourceRequestParams, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use serde::Serialize;
@@ -17,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::CatalogTool;
 use crate::error::{Error, Result};
+use crate::handler::Handlers;
 
 /// How long a call may run in total, as a multiple of its (progress-extended) timeout, unless
 /// [`CallOptions::max_total`] says otherwise.
@@ -84,6 +87,17 @@ pub(crate) struct CallGuards {
     pub stop: CancellationToken,
 }
 
+/// How a call answers a 2026-07-28 server's `input_required` rounds (sampling, elicitation, roots).
+#[derive(Clone)]
+pub(crate) struct InputContext {
+    pub handlers: Arc<Handlers>,
+    pub allow_sampling: bool,
+    pub allow_elicitation: bool,
+}
+
+/// Maximum `input_required` rounds one call may take.
+pub const MAX_INPUT_ROUNDS: usize = 8;
+
 pub(crate) struct CallJob {
     pub tool: Arc<CatalogTool>,
     pub args: Option<JsonObject>,
@@ -97,6 +111,7 @@ pub(crate) async fn run_call(
     default_timeout: Duration,
     retry_delays: &[Duration],
     guards: CallGuards,
+    input: InputContext,
 ) -> (Result<ToolOutput>, CallReport) {
     let CallJob { tool, args, opts } = job;
     let server = tool.server.clone();
@@ -112,6 +127,9 @@ pub(crate) async fn run_call(
         message,
     };
     let mut attempt = 0usize;
+    let mut rounds = 0usize;
+    let mut input_responses: Option<InputResponses> = None;
+    let mut request_state: Option<String> = None;
     loop {
         let request = match &tool.resource_uri {
             Some(uri) => ClientRequest::ReadResourceRequest(ReadResourceRequest::new(ReadResourceRequestParams::new(
@@ -120,6 +138,8 @@ pub(crate) async fn run_call(
             None => {
                 let mut params = CallToolRequestParams::new(tool.original.clone());
                 params.arguments = args.clone();
+                params.input_responses = input_responses.clone();
+                params.request_state = request_state.clone();
                 ClientRequest::CallToolRequest(CallToolRequest::new(params))
             }
         };
@@ -172,6 +192,30 @@ pub(crate) async fn run_call(
             }
         };
         match outcome {
+            Ok(ServerResult::InputRequiredResult(r)) if tool.resource_uri.is_none() => {
+                report.responded = true;
+                rounds += 1;
+                let requests = r.input_requests.unwrap_or_default();
+                if rounds > MAX_INPUT_ROUNDS || (requests.is_empty() && r.request_state.is_none()) {
+                    let message = format!("the server kept asking for input ({rounds} rounds)");
+                    return (
+                        Err(Error::InputRequired {
+                            server,
+                            tool: tool.original.clone(),
+                            message,
+                        }),
+                        report,
+                    );
+                }
+                match fulfil(&server, &tool.original, &input, requests).await {
+                    Ok(responses) => {
+                        input_responses = (!responses.is_empty()).then_some(responses);
+                        request_state = r.request_state;
+                        continue;
+                    }
+                    Err(e) => return (Err(e), report),
+                }
+            }
             Ok(result) => {
                 report.responded = true;
                 return (into_output(&tool, result), report);
@@ -259,6 +303,55 @@ pub(crate) async fn run_call(
             }
         }
     }
+}
+
+/// Answers one round of `input_required` requests through the host's handlers.
+async fn fulfil(server: &str, tool: &str, input: &InputContext, requests: InputRequests) -> Result<InputResponses> {
+    let needs = |what: &str| Error::InputRequired {
+        server: server.to_owned(),
+        tool: tool.to_owned(),
+        message: format!("the server asked for {what} and the host has no handler for it"),
+    };
+    let encode = |v: std::result::Result<serde_json::Value, serde_json::Error>| {
+        v.map_err(|e| Error::InputRequired {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            message: format!("encoding the answer: {e}"),
+        })
+    };
+    let mut out = InputResponses::new();
+    for (key, request) in requests {
+        let value = match request {
+            InputRequest::CreateMessage(r) => match (&input.handlers.sampling, input.allow_sampling) {
+                (Some(h), true) => match h.create_message(server, r.params).await {
+                    Ok(result) => encode(serde_json::to_value(result))?,
+                    Err(reason) => {
+                        return Err(Error::InputRequired {
+                            server: server.to_owned(),
+                            tool: tool.to_owned(),
+                            message: format!("sampling declined: {reason}"),
+                        });
+                    }
+                },
+                _ => return Err(needs("sampling")),
+            },
+            InputRequest::Elicitation(r) => match (&input.handlers.elicitation, input.allow_elicitation) {
+                (Some(h), true) => encode(serde_json::to_value(h.elicit(server, r.params).await))?,
+                _ => return Err(needs("user input (elicitation)")),
+            },
+            InputRequest::ListRoots(_) => {
+                let roots = match &input.handlers.roots {
+                    Some(p) => p.roots(server).await,
+                    None => Vec::new(),
+                };
+                encode(serde_json::to_value(ListRootsResult::new(roots)))?
+            }
+            // `InputRequest` is non-exhaustive: a kind this version does not know cannot be answered.
+            _ => return Err(needs("a kind of input this client does not know")),
+        };
+        out.insert(key, value);
+    }
+    Ok(out)
 }
 
 async fn send_cancel(peer: &Peer<RoleClient>, id: rmcp::model::RequestId, reason: &str) {

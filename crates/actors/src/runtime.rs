@@ -69,7 +69,7 @@ pub struct ShutdownReport {
 /// A cheap, cloneable handle to a running runtime.
 #[derive(Clone)]
 pub struct RuntimeHandle {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     supervisor: ActorRef<SupMsg>,
     catalog_rx: watch::Receiver<Arc<Catalog>>,
 }

@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::CacheEntry;
-use crate::call::{CallGuards, CallJob, CallReport, ToolOutput, run_call};
+use crate::call::{CallGuards, CallJob, CallReport, InputContext, ToolOutput, run_call};
 use crate::catalog::{MetadataSource, ServerMetadata};
 use crate::context::Shared;
 use crate::error::{Error, ErrorCategory, Result};
@@ -95,6 +95,9 @@ pub(crate) enum ServerMsg {
     Closed {
         generation: u64,
     },
+    /// Makes the handler fail, to exercise supervision.
+    #[cfg(test)]
+    FailForTest,
 }
 
 pub(crate) struct Established {
@@ -579,9 +582,14 @@ impl ServerActor {
         let timeout = st.cfg.timeouts.tool;
         let delays = st.shared.tuning.call_retry_delays.clone();
         let generation = st.generation;
+        let input = InputContext {
+            handlers: st.shared.handlers.clone(),
+            allow_sampling: st.shared.settings.sampling != Some(false),
+            allow_elicitation: st.shared.settings.elicitation != Some(false),
+        };
         let me = myself.clone();
         tokio::spawn(async move {
-            let (result, report) = run_call(peer, job, timeout, &delays, guards).await;
+            let (result, report) = run_call(peer, job, timeout, &delays, guards, input).await;
             let _ = reply.send(result);
             let _ = me.send_message(ServerMsg::CallDone { generation, report });
         });
@@ -964,6 +972,8 @@ impl ServerActor {
                     Self::schedule_refresh(myself, st);
                 }
             }
+            #[cfg(test)]
+            ServerMsg::FailForTest => {}
             ServerMsg::Closed { generation } => {
                 let Some((g, after)) = st.draining else { return };
                 if g != generation {
@@ -1105,6 +1115,10 @@ impl Actor for ServerActor {
         msg: ServerMsg,
         st: &mut ServerActorState,
     ) -> std::result::Result<(), ActorProcessingErr> {
+        #[cfg(test)]
+        if let ServerMsg::FailForTest = msg {
+            return Err("failing on purpose (test)".into());
+        }
         Self::handle_msg(&myself, msg, st);
         Ok(())
     }

@@ -313,3 +313,66 @@ impl Actor for SupervisorActor {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::time::Duration;
+
+    use crate::catalog::tests::server;
+    use crate::policy::Tuning;
+    use crate::runtime::{Runtime, RuntimeOptions};
+    use crate::server::ServerMsg;
+    use crate::status::ServerState;
+
+    async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(std::time::Instant::now() < end, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failed_server_actor_is_restarted_until_the_budget_runs_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = pimcp_config::Config {
+            servers: vec![server("x")],
+            ..Default::default()
+        };
+        let mut opts = RuntimeOptions::new(config, dir.path().join("agent"), dir.path().join("data"));
+        opts.tuning = Tuning {
+            connect_backoff_min: Duration::from_millis(5),
+            connect_backoff_max: Duration::from_millis(20),
+            actor_restart_budget: 3,
+            ..Tuning::default()
+        };
+        let rt = Runtime::start(opts).await.unwrap();
+        let shared = rt.handle().shared.clone();
+        for round in 0..2 {
+            let before = shared.server_ref("x").unwrap();
+            before.send_message(ServerMsg::FailForTest).unwrap();
+            wait_until(&format!("restart {round}"), || {
+                shared.server_ref("x").is_some_and(|a| a.get_id() != before.get_id())
+            })
+            .await;
+            // The supervisor is still alive and the new actor serves.
+            assert_eq!(rt.status().server("x").unwrap().state, ServerState::Cached);
+        }
+        // Third failure within the window: the breaker opens and the server stays down, saying why.
+        shared
+            .server_ref("x")
+            .unwrap()
+            .send_message(ServerMsg::FailForTest)
+            .unwrap();
+        wait_until("crash-loop give-up", || {
+            matches!(rt.status().server("x").unwrap().state, ServerState::Failed { .. })
+        })
+        .await;
+        assert!(shared.server_ref("x").is_none());
+        let reason = rt.status().server("x").unwrap().reason.clone().unwrap();
+        assert!(reason.contains("crash loop"), "{reason}");
+        let report = rt.shutdown(Duration::from_secs(5)).await;
+        assert!(report.graceful, "{report:?}");
+    }
+}

@@ -7,5 +7,6 @@ mod runtime {
 
     mod basic;
     mod chaos;
+    mod handlers;
     mod http;
 }

@@ -209,6 +209,19 @@ async fn stderr_flood_does_not_stall_the_server() {
         assert_eq!(out.text(), format!("{i}"));
     }
     assert_eq!(state_of(&h.rt, "loud"), ServerState::Ready);
+    // The (bounded) stderr tail is kept: a crash reports its last line.
+    let _ = h.rt.call("loud_crash", None, CallOptions::default()).await.unwrap_err();
+    wait_until("crash noticed", Duration::from_secs(10), || {
+        state_of(&h.rt, "loud") == ServerState::Cached
+    })
+    .await;
+    let reason = h.rt.status().server("loud").unwrap().reason.clone().unwrap_or_default();
+    assert!(reason.contains("stderr:"), "{reason}");
+    assert!(
+        reason.len() < 1024,
+        "reason should carry one line, not the flood: {} bytes",
+        reason.len()
+    );
     h.rt.shutdown(Duration::from_secs(10)).await;
 }
 
@@ -426,4 +439,52 @@ async fn shutdown_with_twenty_servers_and_calls_in_flight_is_bounded_and_leaves_
         || pids.iter().all(|p| !pid_alive(*p)),
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wedged_server_is_torn_down_and_reconnected_by_health_checks() {
+    let t = Tuning {
+        health_timeout: Duration::from_millis(200),
+        close_grace: Duration::from_millis(200),
+        ..tuning()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("stuck.pid");
+    let config = json!({"settings": {"healthInterval": 0.2}, "mcpServers": {"stuck": {
+        "command": fixture(), "args": ["--pid-file", pid_file.to_str().unwrap()], "lifecycle": "keep-alive"
+    }}});
+    let rt = start_in(dir.path(), &config, t).await;
+    wait_until("keep-alive ready", Duration::from_secs(20), || {
+        state_of(&rt, "stuck") == ServerState::Ready
+    })
+    .await;
+    let pid = read_pid(&pid_file).unwrap();
+    std::fs::remove_file(&pid_file).unwrap();
+    // Freeze the server process: the connection stays open but nothing is answered.
+    let stopped = std::process::Command::new("kill")
+        .args(["-STOP", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    wait_until(
+        "wedged server replaced by a new process",
+        Duration::from_secs(30),
+        || state_of(&rt, "stuck") == ServerState::Ready && read_pid(&pid_file).is_some_and(|p| p != pid),
+    )
+    .await;
+    let last = rt
+        .status()
+        .server("stuck")
+        .unwrap()
+        .last_error
+        .clone()
+        .unwrap_or_default();
+    assert!(last.contains("wedged"), "{last}");
+    wait_until("frozen process killed", Duration::from_secs(10), || !pid_alive(pid)).await;
+    let out = rt
+        .call("stuck_echo", args(json!({"text": "alive"})), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "alive");
+    rt.shutdown(Duration::from_secs(10)).await;
 }
