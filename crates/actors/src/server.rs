@@ -14,6 +14,7 @@ use rmcp::model::{ClientRequest, PingRequest};
 use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::cache::CacheEntry;
 use crate::call::{CallGuards, CallJob, CallReport, InputContext, ToolOutput, run_call};
@@ -370,10 +371,15 @@ impl ServerActor {
         let request_timeout = st.cfg.timeouts.request;
         let grace = st.shared.tuning.close_grace;
         let me = myself.clone();
-        tokio::spawn(async move {
-            let result = connect_and_discover(spec, handler, request_timeout, grace).await;
-            let _ = me.send_message(ServerMsg::Connected { generation, result });
-        });
+        let span = tracing::info_span!("connect", server = %st.cfg.name, generation, outcome = tracing::field::Empty);
+        tokio::spawn(
+            async move {
+                let result = connect_and_discover(spec, handler, request_timeout, grace).await;
+                tracing::Span::current().record("outcome", if result.is_ok() { "ok" } else { "error" });
+                let _ = me.send_message(ServerMsg::Connected { generation, result });
+            }
+            .instrument(span),
+        );
     }
 
     fn on_connected(
@@ -588,11 +594,29 @@ impl ServerActor {
             allow_elicitation: st.shared.settings.elicitation != Some(false),
         };
         let me = myself.clone();
-        tokio::spawn(async move {
-            let (result, report) = run_call(peer, job, timeout, &delays, guards, input).await;
-            let _ = reply.send(result);
-            let _ = me.send_message(ServerMsg::CallDone { generation, report });
-        });
+        // Metadata only: never arguments or results.
+        let span = tracing::info_span!(
+            "tool_call",
+            server = %st.cfg.name,
+            tool = %job.tool.original,
+            outcome = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
+        );
+        tokio::spawn(
+            async move {
+                let started = Instant::now();
+                let (result, report) = run_call(peer, job, timeout, &delays, guards, input).await;
+                let span = tracing::Span::current();
+                span.record("outcome", result.as_ref().err().map_or("ok", |e| e.category().as_str()));
+                span.record(
+                    "duration_ms",
+                    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                );
+                let _ = reply.send(result);
+                let _ = me.send_message(ServerMsg::CallDone { generation, report });
+            }
+            .instrument(span),
+        );
         Self::publish_status(st);
     }
 
@@ -630,8 +654,9 @@ impl ServerActor {
         let cap = st.shared.tuning.health_timeout;
         let generation = st.generation;
         let me = myself.clone();
+        let span = tracing::debug_span!("health_check", server = %st.cfg.name, ?era, revalidation);
         tokio::spawn(async move {
-            let outcome = health_check(&peer, era, cap).await;
+            let outcome = health_check(&peer, era, cap).instrument(span).await;
             let _ = me.send_message(ServerMsg::HealthResult {
                 generation,
                 outcome,
@@ -911,7 +936,7 @@ impl ServerActor {
                 }
                 st.backoff_until = None;
                 let reason = st.reason.clone();
-                if Self::keeps_alive(st) || matches!(st.cfg.lifecycle, Lifecycle::Eager | Lifecycle::KeepAlive) {
+                if Self::keeps_alive(st) {
                     Self::start_connect(myself, st);
                 } else {
                     Self::set_state(st, ServerState::Cached, reason);
