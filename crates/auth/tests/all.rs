@@ -9,6 +9,8 @@ mod fake_as;
 
 #[path = "all/discovery.rs"]
 mod discovery;
+#[path = "all/fixture.rs"]
+mod fixture;
 #[path = "all/flows.rs"]
 mod flows;
 #[path = "all/refresh.rs"]
