@@ -189,6 +189,14 @@ impl TokenRecord {
         })
     }
 
+    /// The same JSON without whitespace (kernel keyrings have small per-user byte quotas).
+    pub fn to_json_compact(&self) -> Result<String> {
+        serde_json::to_string(&TokenFile::from(self)).map_err(|e| Error::Store {
+            store: "record",
+            reason: format!("cannot serialize a token record: {e}"),
+        })
+    }
+
     /// Parse the seed-000 `tokens.json` shape (ours or the incumbent's). The error never quotes the input.
     pub fn from_json(text: &str) -> Result<TokenRecord> {
         let file: TokenFile = serde_json::from_str(text).map_err(|e| Error::Store {

@@ -238,7 +238,7 @@ impl TokenStore for KeyringStore {
     async fn save(&self, key: &StoreKey, record: &TokenRecord) -> Result<()> {
         let service = self.service.clone();
         let account = key.account();
-        let json = record.to_json()?;
+        let json = record.to_json_compact()?;
         self.run(move |store| {
             let entry = Entry::new_in_store(store, &service, &account).map_err(store_error)?;
             entry.set_password(&json).map_err(store_error)
