@@ -31,6 +31,6 @@ pub use http::{MAX_OAUTH_BODY_BYTES, OAUTH_HTTP_TIMEOUT, OAuthHttp};
 pub use jwt::{CLIENT_ASSERTION_TYPE, client_assertion};
 pub use login::{LOGIN_TIMEOUT, LoginNotice, LoginOptions, login};
 pub use record::{ClientRegistration, StoreKey, TokenEndpointAuthMethod, TokenRecord};
-pub use refresh::{REFRESH_LOCK_WAIT, REFRESH_SKEW, TokenManager};
+pub use refresh::{HostTokens, REFRESH_LOCK_WAIT, REFRESH_SKEW, TokenManager};
 pub use static_auth::{StaticCredentials, same_origin_redirects};
 pub use store::{FileStore, KEYRING_SERVICE, KeyringStore, MemoryStore, TokenStore, import_legacy, open_store};

@@ -118,6 +118,42 @@ impl TokenManager {
         send(build(record.access_token.expose())).await
     }
 
+    /// Tokens for cooperating host code (never the client secret, a PKCE verifier or a `state`): the record bound
+    /// to `key.url`, refreshed first when it is about to expire.
+    pub async fn host_tokens(&self, key: &StoreKey, client: &OAuthClient) -> Result<HostTokens> {
+        let record = self.refresh_if_needed(key, client).await?;
+        Ok(HostTokens {
+            access_token: record.access_token,
+            refresh_token: record.refresh_token,
+            expires_at: record.expires_at,
+            scope: record.scope,
+            token_type: record.token_type,
+        })
+    }
+
+    /// Replace the tokens of the record bound to `key.url` with ones cooperating host code obtained (the client
+    /// registration, issuer and endpoints stay). Fails with [`Error::NeedsAuth`] when no such record exists.
+    pub async fn update_host_tokens(&self, key: &StoreKey, tokens: HostTokens) -> Result<TokenRecord> {
+        let _lock = acquire_lock(&self.lock_path(key)).await?;
+        let Some(current) = self.store.load(key).await? else {
+            return Err(Error::NeedsAuth {
+                server: key.server.clone(),
+                reason: "no stored record for this server URL to update; log in first".into(),
+            });
+        };
+        let updated = TokenRecord {
+            access_token: tokens.access_token,
+            refresh_token: tokens.refresh_token.or(current.refresh_token.clone()),
+            expires_at: tokens.expires_at,
+            scope: tokens.scope.or(current.scope.clone()),
+            token_type: tokens.token_type,
+            obtained_at_ms: crate::record::now_ms(),
+            ..current
+        };
+        self.store.save(key, &updated).await?;
+        Ok(updated)
+    }
+
     fn lock_path(&self, key: &StoreKey) -> PathBuf {
         self.lock_dir.join(format!("{}.lock", key.account()))
     }
@@ -134,6 +170,29 @@ impl TokenManager {
             .map_err(|e| Error::Task {
                 reason: format!("token refresh task: {e}"),
             })?
+    }
+}
+
+/// The token part of a record, as shared with cooperating host code. `Debug` redacts the tokens.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HostTokens {
+    pub access_token: Secret,
+    pub refresh_token: Option<Secret>,
+    /// Unix seconds.
+    pub expires_at: Option<u64>,
+    pub scope: Option<String>,
+    pub token_type: String,
+}
+
+impl std::fmt::Debug for HostTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostTokens")
+            .field("access_token", &"<redacted>")
+            .field("refresh_token", &self.refresh_token.as_ref().map(|_| "<redacted>"))
+            .field("expires_at", &self.expires_at)
+            .field("scope", &self.scope)
+            .field("token_type", &self.token_type)
+            .finish()
     }
 }
 

@@ -232,3 +232,48 @@ async fn two_processes_racing_a_rotating_refresh_token_both_end_authorized() {
     assert_eq!(refreshes.len(), 1, "one refresh; the other process adopted its result");
     assert!(refreshes.iter().all(|(_, _, status)| *status == 200));
 }
+
+#[tokio::test]
+async fn host_code_reads_and_updates_url_bound_tokens() {
+    let fake = start(FakeAsConfig::default()).await;
+    let client = client(&fake, OAuthConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = manager(Arc::new(MemoryStore::new()), dir.path());
+    let key = StoreKey::new("srv", fake.mcp_url());
+    let err = tokens.host_tokens(&key, &client).await.unwrap_err();
+    assert!(err.is_needs_auth(), "{err}");
+
+    let record = crate::support::login(&client).await;
+    tokens.save_login(&key, &nearly_expired(&record)).await.unwrap();
+    let shared = tokens.host_tokens(&key, &client).await.unwrap();
+    assert_ne!(
+        shared.access_token, record.access_token,
+        "refreshed before it is handed out"
+    );
+    assert!(!format!("{shared:?}").contains(shared.access_token.expose()));
+
+    let updated = tokens
+        .update_host_tokens(
+            &key,
+            pimcp_auth::HostTokens {
+                access_token: pimcp_config::Secret::new("from-host"),
+                refresh_token: None,
+                ..shared
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated.access_token.expose(), "from-host");
+    assert!(
+        updated.refresh_token.is_some(),
+        "a missing refresh token keeps the stored one"
+    );
+    assert_eq!(updated.client, record.client);
+    let moved = StoreKey::new("srv", "https://moved.example/mcp");
+    assert!(
+        tokens
+            .update_host_tokens(&moved, tokens.host_tokens(&key, &client).await.unwrap())
+            .await
+            .is_err()
+    );
+}
