@@ -1,2 +1,539 @@
-//! placeholder bench
-fn main() {}
+//! Search benchmark: builds synthetic catalogs (20, 1,000, 5,000, 20,000 tools; deterministic seed) and prints a
+//! markdown table of index build time and per-query latency (median / p99) for ranked search, ranked search plus the
+//! result text, regex search and typo suggestions. Run: `cargo bench -p pimcp-proxy --bench search`.
+#![allow(clippy::print_stdout)] // the table on stdout is this binary's output
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use pimcp_proxy::{SearchIndex, SearchQuery, ToolDoc, search_text};
+use serde_json::{Map, Value, json};
+
+/// SplitMix64: a tiny deterministic generator, so every run measures the same catalogs.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
+
+const SERVERS: &[&str] = &[
+    "github",
+    "gitlab",
+    "linear",
+    "jira",
+    "slack",
+    "discord",
+    "notion",
+    "confluence",
+    "postgres",
+    "mysql",
+    "sqlite",
+    "filesystem",
+    "kubernetes",
+    "docker",
+    "aws",
+    "gcp",
+    "azure",
+    "stripe",
+    "shopify",
+    "salesforce",
+    "hubspot",
+    "zendesk",
+    "gmail",
+    "outlook",
+    "gcal",
+    "drive",
+    "dropbox",
+    "figma",
+    "sentry",
+    "datadog",
+    "grafana",
+    "pagerduty",
+    "twilio",
+    "sendgrid",
+    "airtable",
+    "asana",
+    "trello",
+    "clickup",
+    "monday",
+    "zoom",
+    "teams",
+    "spotify",
+    "youtube",
+    "twitter",
+    "reddit",
+    "wikipedia",
+    "arxiv",
+    "brave-search",
+    "puppeteer",
+    "playwright",
+];
+const VERBS: &[&str] = &[
+    "get", "list", "create", "update", "delete", "search", "find", "send", "archive", "restore", "add", "remove",
+    "set", "fetch", "query", "run", "start", "stop", "upload", "download", "export", "import", "merge", "close",
+];
+const NOUNS: &[&str] = &[
+    "issue",
+    "pull_request",
+    "comment",
+    "message",
+    "channel",
+    "file",
+    "directory",
+    "user",
+    "team",
+    "project",
+    "invoice",
+    "customer",
+    "payment",
+    "subscription",
+    "ticket",
+    "event",
+    "calendar",
+    "document",
+    "page",
+    "database",
+    "table",
+    "row",
+    "query",
+    "bucket",
+    "object",
+    "instance",
+    "cluster",
+    "pod",
+    "deployment",
+    "service",
+    "log",
+    "metric",
+    "alert",
+    "incident",
+    "dashboard",
+    "label",
+    "milestone",
+    "branch",
+    "commit",
+    "release",
+    "workflow",
+    "secret",
+    "webhook",
+    "contact",
+    "deal",
+    "lead",
+    "order",
+    "product",
+    "playlist",
+    "video",
+    "post",
+    "thread",
+];
+const QUALIFIERS: &[&str] = &[
+    "",
+    "",
+    "",
+    "by_id",
+    "details",
+    "status",
+    "batch",
+    "history",
+    "permissions",
+    "summary",
+];
+const ADJECTIVES: &[&str] = &[
+    "new",
+    "existing",
+    "archived",
+    "recent",
+    "shared",
+    "private",
+    "public",
+    "pending",
+    "failed",
+    "scheduled",
+];
+const PHRASES: &[&str] = &[
+    "Supports pagination with a cursor.",
+    "Returns at most 100 items per call.",
+    "Requires write access to the workspace.",
+    "Results are sorted by most recent first.",
+    "Use the id returned by the list call.",
+    "Fields not provided are left unchanged.",
+    "The operation cannot be undone.",
+    "Filters can be combined.",
+];
+
+const SYLLABLES: &[&str] = &[
+    "ka", "lo", "mi", "zen", "tor", "pha", "ri", "sel", "dun", "vo", "quin", "bra", "te", "nox", "fi", "gul", "har",
+    "ju", "mek", "os", "pra", "sti", "ul", "wex", "yo", "zar", "cle", "dro", "ev", "gan",
+];
+
+/// A long tail of product terms (deterministic pseudo-words), so the vocabulary grows with the catalog as real
+/// catalogs' does.
+fn lexicon(n: usize) -> Vec<String> {
+    let mut rng = Rng(0x1E81C0);
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let word: String = (0..2 + rng.below(3)).map(|_| rng.pick(SYLLABLES)).collect();
+        if seen.insert(word.clone()) {
+            out.push(word);
+        }
+    }
+    out
+}
+
+/// Index into a lexicon of `n` words, skewed toward the front (a few terms are common, most are rare).
+fn zipfish(rng: &mut Rng, n: usize) -> usize {
+    let u = (rng.next() % 1_000_000) as f64 / 1_000_000.0;
+    ((u * u * u) * n as f64) as usize % n
+}
+
+fn style(server_idx: usize, verb: &str, noun: &str, qualifier: &str) -> String {
+    let words: Vec<&str> = [verb]
+        .into_iter()
+        .chain(noun.split('_'))
+        .chain(qualifier.split('_'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    match server_idx % 3 {
+        0 => words.join("_"),
+        1 => words.join("-"),
+        _ => {
+            let mut s = words[0].to_string();
+            for w in &words[1..] {
+                let mut c = w.chars();
+                if let Some(first) = c.next() {
+                    s.extend(first.to_uppercase());
+                    s.push_str(c.as_str());
+                }
+            }
+            s
+        }
+    }
+}
+
+fn schema(rng: &mut Rng, noun: &str) -> Value {
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    let id = format!("{}_id", noun.split('_').next().unwrap_or(noun));
+    props.insert(
+        id.clone(),
+        json!({"type": "string", "description": format!("Identifier of the {noun}")}),
+    );
+    required.push(json!(id));
+    let extra = rng.below(5);
+    let pool: &[(&str, Value)] = &[
+        ("limit", json!({"type": "integer", "minimum": 1, "maximum": 100})),
+        ("cursor", json!({"type": "string"})),
+        ("state", json!({"enum": ["open", "closed", "all"]})),
+        ("labels", json!({"type": "array", "items": {"type": "string"}})),
+        ("body", json!({"type": "string", "description": "Markdown body"})),
+        (
+            "filter",
+            json!({"type": "object", "properties": {"field": {"type": "string"}, "value": {"type": "string"}}}),
+        ),
+        ("dry_run", json!({"type": "boolean"})),
+    ];
+    for _ in 0..extra {
+        let (name, s) = &pool[rng.below(pool.len())];
+        props.insert((*name).to_string(), s.clone());
+    }
+    json!({"type": "object", "properties": props, "required": required})
+}
+
+fn catalog(n_tools: usize, n_servers: usize, seed: u64, lexicon: &[String]) -> Vec<ToolDoc> {
+    let mut rng = Rng(seed);
+    let per_server = n_tools.div_ceil(n_servers);
+    let mut docs = Vec::with_capacity(n_tools);
+    for s in 0..n_servers {
+        let server = if s < SERVERS.len() {
+            SERVERS[s].to_string()
+        } else {
+            format!("{}-{s}", SERVERS[s % SERVERS.len()])
+        };
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..per_server {
+            if docs.len() == n_tools {
+                break;
+            }
+            let (verb, noun, qualifier) = (rng.pick(VERBS), rng.pick(NOUNS), rng.pick(QUALIFIERS));
+            let mut original = style(s, verb, noun, qualifier);
+            if !seen.insert(original.clone()) {
+                original = format!("{original}_{i}");
+                seen.insert(original.clone());
+            }
+            let readable = noun.replace('_', " ");
+            let mut description = format!(
+                "{} {} {readable} in {server}{}. {}",
+                capitalize(verb),
+                if verb == "list" || verb == "search" { "the" } else { "a" },
+                if qualifier.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", qualifier.replace('_', " "))
+                },
+                rng.pick(PHRASES),
+            );
+            if rng.below(3) == 0 {
+                description.push_str(&format!(" Works with {} {readable}s.", rng.pick(ADJECTIVES)));
+            }
+            if rng.below(5) < 3 {
+                let terms: Vec<&str> = (0..1 + rng.below(3))
+                    .map(|_| lexicon[zipfish(&mut rng, lexicon.len())].as_str())
+                    .collect();
+                description.push_str(&format!(" Related: {}.", terms.join(", ")));
+            }
+            let keywords = if rng.below(4) == 0 {
+                vec![rng.pick(ADJECTIVES).to_string(), server.clone()]
+            } else {
+                Vec::new()
+            };
+            docs.push(ToolDoc {
+                name: format!("{server}_{original}"),
+                original_name: original,
+                server: server.clone(),
+                description,
+                keywords,
+                input_schema: schema(&mut rng, noun),
+            });
+        }
+    }
+    if n_tools >= 20 {
+        // A few CJK tools, as real catalogs sometimes have.
+        docs.truncate(n_tools - 2);
+        for (name, description) in [
+            ("搜索文档", "在知识库中搜索文档和页面"),
+            ("ページ作成", "新しいページを作成します"),
+        ] {
+            docs.push(ToolDoc {
+                name: format!("wiki_{name}"),
+                original_name: name.to_string(),
+                server: "wiki".to_string(),
+                description: description.to_string(),
+                keywords: Vec::new(),
+                input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+            });
+        }
+    }
+    docs
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+/// The fixed query set; three names come from the catalog itself (exact, prefix, typo).
+fn ranked_queries(docs: &[ToolDoc], lexicon: &[String]) -> Vec<String> {
+    let exact = docs[docs.len() / 3].name.clone();
+    let prefix: String = docs[docs.len() / 2].name.chars().take(10).collect();
+    let mut q: Vec<String> = [
+        "issue",
+        "create issue",
+        "list files",
+        "send a message to a channel",
+        "getFileContents",
+        "pull request comment",
+        "delete",
+        "kubernetes pod logs",
+        "invoice payment",
+        "search",
+        "calendar event",
+        "upload file to bucket",
+        "archived",
+        "permissions",
+        "搜索文档",
+        "zzz nonexistent words",
+        "database row query",
+        "restore deployment",
+        "x",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    q.push(exact);
+    q.push(prefix);
+    q.push(lexicon[0].clone());
+    q.push(lexicon[lexicon.len() / 2].clone());
+    q.push(lexicon[7].chars().take(4).collect());
+    q.push(format!("{} {}", lexicon[1], "issue"));
+    q
+}
+
+const REGEX_QUERIES: &[&str] = &[
+    "^github_.*issue",
+    "delete|remove",
+    "(a+)+$",
+    "pull.?request",
+    "^[a-z]+_list",
+    "cursor",
+    "批|文档",
+];
+
+fn typo_names(docs: &[ToolDoc]) -> Vec<String> {
+    [docs.len() / 5, docs.len() / 2, docs.len() * 4 / 5]
+        .iter()
+        .map(|&i| {
+            let mut chars: Vec<char> = docs[i].name.chars().collect();
+            let n = chars.len();
+            chars.swap(n - 2, n - 3);
+            chars.into_iter().collect()
+        })
+        .chain(["everything_ecoh".to_string(), "nonexistent_tool_name".to_string()])
+        .collect()
+}
+
+struct Stats {
+    median: Duration,
+    p99: Duration,
+}
+
+fn stats(mut samples: Vec<Duration>) -> Stats {
+    samples.sort_unstable();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+    Stats {
+        median: at(0.5),
+        p99: at(0.99),
+    }
+}
+
+fn time<T>(f: impl FnOnce() -> T) -> Duration {
+    let start = Instant::now();
+    black_box(f());
+    start.elapsed()
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e6)
+}
+
+/// Per-query medians (set `PIMCP_BENCH_DETAIL=1`), to see which queries cost what.
+fn detail(index: &SearchIndex, queries: &[String], typos: &[String], reps: usize) {
+    let mut rows: Vec<(String, Duration, usize)> = Vec::new();
+    for q in queries {
+        let query = SearchQuery::new(q.as_str());
+        let total = index.search(&query).map_or(0, |p| p.total);
+        rows.push((
+            format!("ranked {q:?}"),
+            stats(
+                (0..reps)
+                    .map(|_| time(|| index.search(&query).map(|p| p.total)))
+                    .collect(),
+            )
+            .median,
+            total,
+        ));
+    }
+    for q in REGEX_QUERIES {
+        let query = SearchQuery::new(*q).with_regex(true);
+        let total = index.search(&query).map_or(0, |p| p.total);
+        rows.push((
+            format!("regex {q:?}"),
+            stats(
+                (0..reps)
+                    .map(|_| time(|| index.search(&query).map(|p| p.total)))
+                    .collect(),
+            )
+            .median,
+            total,
+        ));
+    }
+    for t in typos {
+        let n = index.suggest(t, 5).len();
+        rows.push((
+            format!("suggest {t:?}"),
+            stats((0..reps).map(|_| time(|| index.suggest(t, 5).len())).collect()).median,
+            n,
+        ));
+    }
+    eprintln!("-- {} tools", index.len());
+    for (what, median, total) in rows {
+        eprintln!("{:>10} µs  {total:>6} hits  {what}", us(median));
+    }
+}
+
+fn main() {
+    let sizes: &[(usize, usize, usize)] = &[(20, 1, 200), (1_000, 10, 40), (5_000, 25, 20), (20_000, 50, 8)];
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_string());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
+    println!("Search benchmark — {cpu}, {cores} cores, load average {load}; times in µs unless noted.\n");
+    println!(
+        "| tools | tokens | build (ms) | ranked median / p99 | ranked + text median / p99 | regex median / p99 | suggest median / p99 | queries × reps |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let lexicon = lexicon(6_000);
+    for &(n_tools, n_servers, reps) in sizes {
+        let docs = catalog(n_tools, n_servers, 0x5EED_0000 + n_tools as u64, &lexicon);
+        let builds: Vec<Duration> = (0..5).map(|_| time(|| SearchIndex::build(docs.clone()))).collect();
+        let build = stats(builds).median;
+        let queries = ranked_queries(&docs, &lexicon);
+        let typos = typo_names(&docs);
+        let index = SearchIndex::build(docs);
+        // Warm-up, and a check that the set exercises real work.
+        let mut hits = 0;
+        for q in &queries {
+            hits += index.search(&SearchQuery::new(q.as_str())).map_or(0, |p| p.total);
+        }
+        assert!(hits > 0, "queries found nothing");
+        let (mut ranked, mut with_text, mut regex, mut suggest) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..reps {
+            for q in &queries {
+                let query = SearchQuery::new(q.as_str());
+                ranked.push(time(|| index.search(&query).map(|p| p.total)));
+                with_text.push(time(|| index.search(&query).map(|p| search_text(&query, &p, &[]))));
+            }
+            for q in REGEX_QUERIES {
+                let query = SearchQuery::new(*q).with_regex(true);
+                regex.push(time(|| index.search(&query).map(|p| p.total)));
+            }
+            for t in &typos {
+                suggest.push(time(|| index.suggest(t, 5).len()));
+            }
+        }
+        if std::env::var_os("PIMCP_BENCH_DETAIL").is_some() {
+            detail(&index, &queries, &typos, reps);
+        }
+        let (r, t, x, s) = (stats(ranked), stats(with_text), stats(regex), stats(suggest));
+        println!(
+            "| {n_tools} | {} | {:.1} | {} / {} | {} / {} | {} / {} | {} / {} | {}+{}+{} × {reps} |",
+            index.n_tokens(),
+            build.as_secs_f64() * 1e3,
+            us(r.median),
+            us(r.p99),
+            us(t.median),
+            us(t.p99),
+            us(x.median),
+            us(x.p99),
+            us(s.median),
+            us(s.p99),
+            queries.len(),
+            REGEX_QUERIES.len(),
+            typos.len(),
+        );
+    }
+}

@@ -41,6 +41,12 @@ pub enum Error {
     /// A spill file would not fit in the spill directory's total budget even after evicting everything else.
     #[error("output of {size} bytes exceeds the spill budget of {budget} bytes")]
     SpillBudget { size: u64, budget: u64 },
+    /// Serving MCP to the host failed (handshake, transport, signal setup).
+    #[error("serving MCP over {transport}: {message}")]
+    Serve { transport: &'static str, message: String },
+    /// The runtime could not start.
+    #[error("starting the runtime: {0}")]
+    Runtime(#[from] pimcp_actors::Error),
 }
 
 /// `Result` with this crate's [`Error`].

@@ -1,25 +1,43 @@
 //! The model-facing surface of pimcp's `mcp` proxy tool, as pure functions over plain data: catalog search,
 //! parameter shapes, argument validation, result rendering, the output guard, the texts the model reads and the tool
 //! definition itself. The runtime (`pimcp-actors`) feeds it data; nothing here does I/O except spill files.
+//! On top of those: the [`Proxy`] façade over a running runtime (every mode of the `mcp` tool, direct tools,
+//! prompts, resources) and the `pimcp-run` MCP server ([`ProxyServer`], [`serve`], [`serve_stdio`], [`run_stdio`])
+//! with its [`HostBridge`] forwarding sampling, elicitation, roots and approvals to the host.
 
+mod approval;
 mod describe;
+mod direct;
 mod error;
+mod facade;
+mod forward;
 mod guard;
 mod render;
 mod request;
 mod search;
+mod server;
 mod shapes;
 mod text;
 mod tool_def;
 mod validate;
 
+pub use approval::{APPROVAL_ARGS_PREVIEW_CHARS, APPROVAL_TIMEOUT, approval_elicitation};
 pub use describe::{describe_text, tool_ambiguous, tool_not_found};
+pub use direct::{DirectTool, NO_DESCRIPTION, direct_tools};
 pub use error::{Error, Result};
+pub use facade::{
+    CATALOG_SETTLE, CallContext, PromptEntry, Proxy, ProxyOptions, ProxyResponse, SearchOutcome, SearchResultHit,
+    ServerListing, ToolInfo, category_of,
+};
+pub use forward::{ELICITATION_TIMEOUT, HostBridge, ROOTS_TIMEOUT, SAMPLING_TIMEOUT};
 pub use guard::{
     DEFAULT_SPILL_BUDGET_BYTES, GuardReport, Guarded, MAX_BLOB_BYTES, SPILL_DIR_PREFIX, SpillDir, apply_guard,
 };
 pub use render::{Binary, BinaryKind, EMPTY_ERROR, EMPTY_RESULT, Piece, Rendered, human_bytes, render_call_result};
 pub use request::{PARAMS, ProxyRequest, parse_request};
+pub use server::{
+    DEFAULT_SHUTDOWN_BOUND, ProxyServer, SERVER_NAME, SURFACE_DEBOUNCE, ServeOptions, run_stdio, serve, serve_stdio,
+};
 pub use search::{
     DEFAULT_LIMIT, DEFAULT_SUGGESTIONS, Lookup, MAX_LIMIT, MAX_QUERY_TOKENS, MAX_REGEX_CHARS, MatchKind, SearchHit,
     SearchIndex, SearchPage, SearchQuery, ToolDoc,

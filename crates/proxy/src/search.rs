@@ -11,7 +11,8 @@
 //! - Fields and weights `w`: name (prefixed) 12, original name 10, server 8, description 5, keywords 5.
 //! - Per field, per query token: exact token 4w; else a stem match (a field token starts with the query token, or the
 //!   query token starts with a field token of at least 4 characters) 2w; else a substring of a field token 1w
-//!   (query tokens of 3+ characters, or 1–2 characters outside ASCII).
+//!   (query tokens of 3+ characters, or 1–2 characters outside ASCII). A single ASCII character only matches exactly
+//!   (the incumbent let it stem-match every token starting with it).
 //! - Per field, the whole normalized query as a phrase: equal to the field 14w, a prefix 9w, contained 6w
 //!   (keywords: the best single keyword).
 //! - Gate: a tool is a hit when a phrase matched, or every query token matched (≤ 2 tokens), or at least 60 % did.
@@ -28,7 +29,9 @@
 //!
 //! # Regex
 //! `regex: true` compiles the query with the `regex` crate (finite automata, linear time: no catastrophic patterns),
-//! case-insensitive, at most [`MAX_REGEX_CHARS`] characters. Hits are ranked by the weights of the fields that match.
+//! case-insensitive, at most [`MAX_REGEX_CHARS`] characters, over name, original name, server, description and each
+//! keyword. Hits are ranked by the summed weights of the fields that match (the incumbent left them unranked). One
+//! multi-line scan over all fields of all tools finds the candidates; each candidate's fields are then checked alone.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -240,6 +243,10 @@ pub struct SearchIndex {
     by_original_key: HashMap<String, Vec<u32>>,
     /// Server name keys, longest first, for stripping a prefix off an unknown name.
     server_keys: Vec<String>,
+    /// Every document's raw fields, one per line, documents one after another: the regex pre-scan haystack.
+    haystack: String,
+    /// Where each document starts in `haystack`.
+    doc_starts: Vec<usize>,
 }
 
 impl SearchIndex {
@@ -305,6 +312,14 @@ impl SearchIndex {
                 .entry(original_key.clone())
                 .or_default()
                 .push(doc_id);
+            index.doc_starts.push(index.haystack.len());
+            for field in [&doc.name, &doc.original_name, &doc.server, &doc.description]
+                .into_iter()
+                .chain(&doc.keywords)
+            {
+                index.haystack.push_str(field);
+                index.haystack.push('\n');
+            }
             let server_key = self::name_key(&doc.server);
             if !server_key.is_empty() && !index.server_keys.contains(&server_key) {
                 index.server_keys.push(server_key);
@@ -514,17 +529,44 @@ impl SearchIndex {
                 max: MAX_REGEX_CHARS,
             });
         }
-        let regex = regex::RegexBuilder::new(pattern)
-            .case_insensitive(true)
-            .size_limit(REGEX_SIZE_LIMIT_BYTES)
-            .dfa_size_limit(REGEX_SIZE_LIMIT_BYTES)
-            .build()
-            .map_err(|e| Error::InvalidRegex {
-                pattern: pattern.to_string(),
-                reason: regex_reason(&e),
-            })?;
+        let build = |multi_line: bool| {
+            regex::RegexBuilder::new(pattern)
+                .case_insensitive(true)
+                .multi_line(multi_line)
+                .size_limit(REGEX_SIZE_LIMIT_BYTES)
+                .dfa_size_limit(REGEX_SIZE_LIMIT_BYTES)
+                .build()
+                .map_err(|e| Error::InvalidRegex {
+                    pattern: pattern.to_string(),
+                    reason: regex_reason(&e),
+                })
+        };
+        // Candidates come from a multi-line scan; a field is then checked with the same multi-line regex unless it
+        // holds a newline and the pattern has `^`/`$`, where only the strict (whole-field) regex is right. The
+        // strict one is compiled only when needed: compiling a case-insensitive Unicode regex is the main cost on
+        // small catalogs.
+        let (lines, candidates): (regex::Regex, Vec<usize>) = if prescan_is_exact_superset(pattern) {
+            let lines = build(true)?;
+            let candidates = self.prescan(&lines);
+            (lines, candidates)
+        } else {
+            (build(false)?, (0..self.docs.len()).collect())
+        };
+        let anchored = prescan_is_exact_superset(pattern) && (pattern.contains('^') || pattern.contains('$'));
+        let strict: std::cell::OnceCell<Option<regex::Regex>> = std::cell::OnceCell::new();
+        let is_match = |field: &str| {
+            if anchored && field.contains('\n') {
+                strict
+                    .get_or_init(|| build(false).ok())
+                    .as_ref()
+                    .is_some_and(|r| r.is_match(field))
+            } else {
+                lines.is_match(field)
+            }
+        };
         let mut out = Vec::new();
-        for (i, doc) in self.docs.iter().enumerate() {
+        for i in candidates {
+            let doc = &self.docs[i];
             if server.is_some_and(|s| doc.server != s) {
                 continue;
             }
@@ -532,10 +574,10 @@ impl SearchIndex {
             let mut score: u32 = fields
                 .iter()
                 .zip(WEIGHTS)
-                .filter(|(f, _)| regex.is_match(f))
+                .filter(|(f, _)| is_match(f))
                 .map(|(_, w)| w)
                 .sum();
-            if doc.keywords.iter().any(|k| regex.is_match(k)) {
+            if doc.keywords.iter().any(|k| is_match(k)) {
                 score += WEIGHTS[FIELD_KEYWORDS];
             }
             if score > 0 {
@@ -549,6 +591,26 @@ impl SearchIndex {
             }
         }
         Ok(out)
+    }
+
+    /// Documents where the multi-line pattern matches somewhere in their lines: one scan of the whole catalog,
+    /// jumping to the next document after each hit. Every per-field match is also a match here (fields are whole
+    /// lines, and `^`/`$`/`\b` see the same boundaries), so this is a superset the per-field check narrows down.
+    fn prescan(&self, multi_line: &regex::Regex) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        while pos < self.haystack.len() {
+            let Some(m) = multi_line.find_at(&self.haystack, pos) else {
+                break;
+            };
+            let doc = self
+                .doc_starts
+                .partition_point(|&start| start <= m.start())
+                .saturating_sub(1);
+            out.push(doc);
+            pos = self.doc_starts.get(doc + 1).copied().unwrap_or(self.haystack.len());
+        }
+        out
     }
 
     /// Token ranking; `None` when the text has no tokens. `lenient` (suggestions) skips the name tiers.
@@ -693,16 +755,14 @@ impl SearchIndex {
     /// Tokens of the vocabulary matching `token`, with their level.
     fn token_matches(&self, token: &str, out: &mut Vec<(u32, u8)>) {
         let start = self.vocab.partition_point(|v| &**v < token);
+        // A single ASCII letter or digit would stem-match a large part of the vocabulary: exact only.
+        let expand = token.len() > 1;
         for (offset, v) in self.vocab[start..].iter().enumerate() {
-            if !v.starts_with(token) {
+            let exact = v.len() == token.len();
+            if !v.starts_with(token) || !(exact || expand) {
                 break;
             }
-            let level = if v.len() == token.len() {
-                LEVEL_EXACT
-            } else {
-                LEVEL_STEM
-            };
-            out.push((to_u32(start + offset), level));
+            out.push((to_u32(start + offset), if exact { LEVEL_EXACT } else { LEVEL_STEM }));
         }
         // The query token starts with a field token of at least MIN_STEM_CHARS characters.
         let bounds: Vec<usize> = token.char_indices().map(|(i, _)| i).skip(MIN_STEM_CHARS).collect();
@@ -805,6 +865,12 @@ fn add_posting(map: &mut HashMap<String, Vec<Posting>>, token: String, doc: u32,
             fields: 1 << field,
         }),
     }
+}
+
+/// Whether the multi-line pre-scan finds every document the per-field match would: not when the pattern uses
+/// whole-text anchors (`\A`, `\z`) or inline flags (`(?s)`, `(?-m)`, …) that could change line semantics.
+fn prescan_is_exact_superset(pattern: &str) -> bool {
+    !(pattern.contains("\\A") || pattern.contains("\\z") || pattern.contains("(?"))
 }
 
 fn phrase_points(value: &str, q: &str) -> u32 {
@@ -1289,6 +1355,73 @@ mod tests {
             .search(&SearchQuery::new(r"\w{1000}{1000}").with_regex(true))
             .unwrap_err();
         assert!(err.to_string().contains("exceeds"), "{err}");
+    }
+
+    #[test]
+    fn regex_prescan_finds_what_a_per_field_scan_finds() {
+        let mut docs = vec![
+            doc("a", "first_line", "Line one\nline two ends here"),
+            doc("b", "x", "ab\ncd"),
+            doc("c", "issue", "no newline"),
+            doc("d", "empty", ""),
+            doc("e", "Ünïcode_名前", "ß and ſ and K"),
+        ];
+        docs[1].keywords = vec!["kw one".into(), "".into(), "kw\ttwo".into()];
+        let index = SearchIndex::build(docs.clone());
+        let patterns = [
+            "^line",
+            "two$",
+            "^l",
+            "e$",
+            "^$",
+            "",
+            "a*",
+            "[^x]+",
+            r"\bone\b",
+            r"\Bne",
+            "b\\ncd",
+            r"\s",
+            ".",
+            "(?s)ab.cd",
+            r"\Aline",
+            r"two\z",
+            "(?-m)^x$",
+            "^ß",
+            "名前$",
+            "kw.two",
+            "^kw one$",
+            "e\nl",
+            r"[\n]",
+        ];
+        for pattern in patterns {
+            let regex = regex::RegexBuilder::new(pattern)
+                .case_insensitive(true)
+                .build()
+                .unwrap();
+            let want: Vec<&str> = docs
+                .iter()
+                .filter(|d| {
+                    [&d.name, &d.original_name, &d.server, &d.description]
+                        .into_iter()
+                        .chain(&d.keywords)
+                        .any(|f| regex.is_match(f))
+                })
+                .map(|d| d.name.as_str())
+                .collect();
+            let page = index.search(&SearchQuery::new(pattern).with_regex(true).with_limit(100));
+            let mut got: Vec<&str> = match page {
+                Ok(page) => page.hits.iter().map(|h| h.doc.name.as_str()).collect(),
+                Err(Error::EmptyQuery) => docs.iter().map(|d| d.name.as_str()).collect(),
+                Err(e) => panic!("{pattern}: {e}"),
+            };
+            got.sort_unstable();
+            let mut want = want;
+            want.sort_unstable();
+            if pattern.trim().is_empty() {
+                continue; // an empty query is not a regex search
+            }
+            assert_eq!(got, want, "pattern {pattern:?}");
+        }
     }
 
     #[test]

@@ -140,7 +140,7 @@ impl ProxyError {
 impl From<&Error> for ProxyError {
     fn from(e: &Error) -> Self {
         let category = match e {
-            Error::Spill { .. } | Error::SpillBudget { .. } => Category::Other,
+            Error::Spill { .. } | Error::SpillBudget { .. } | Error::Serve { .. } | Error::Runtime(_) => Category::Other,
             _ => Category::Validation,
         };
         ProxyError::new(category, e.to_string())
@@ -173,6 +173,8 @@ pub enum ServerState {
     Disabled,
     Untrusted,
     Draining,
+    /// A configuration error that bites at connect (missing variable, bad field); the reason names it.
+    ConfigError,
 }
 
 impl ServerState {
@@ -188,6 +190,7 @@ impl ServerState {
             ServerState::Disabled => "⊘",
             ServerState::Untrusted => "⊗",
             ServerState::Draining => "◐",
+            ServerState::ConfigError => "✗",
         }
     }
 
@@ -204,6 +207,7 @@ impl ServerState {
             ServerState::Disabled => "disabled".to_string(),
             ServerState::Untrusted => "untrusted".to_string(),
             ServerState::Draining => "closing".to_string(),
+            ServerState::ConfigError => "configuration error".to_string(),
         }
     }
 }

@@ -1,0 +1,934 @@
+//! The proxy façade: [`Proxy`] answers every mode of the `mcp` tool (SPEC 6) over a running runtime — status, list,
+//! search, describe, instructions, connect and call — as tool results that carry a SPEC 11 category on failure, and
+//! offers the same data as structs (`status`, `search`, `describe`, `call`, …) for the CLI. It keeps one
+//! [`SearchIndex`] per catalog snapshot (rebuilt when the runtime publishes a new catalog, never per query), one
+//! compiled argument validator per tool schema, and the [`SpillDir`] of the output guard.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use pimcp_actors::{
+    CallOptions, Catalog, CatalogTool, Error as RuntimeError, ErrorCategory, Glob, MetadataSource, RuntimeHandle,
+    ServerCatalog, ServerState as RuntimeState, ServerStatus, StatusSnapshot, ToolOutput, sanitize_server,
+    tool_candidates,
+};
+use pimcp_config::{Config, ServerConfig};
+use rmcp::model::{CallToolResult, ContentBlock, GetPromptResult, JsonObject, Prompt, ReadResourceResult, Resource};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::describe::{describe_text, tool_ambiguous, tool_not_found};
+use crate::error::Result;
+use crate::forward::HostBridge;
+use crate::guard::{GuardReport, SpillDir, apply_guard};
+use crate::render::{Piece, render_call_result};
+use crate::request::{ProxyRequest, parse_request};
+use crate::search::{DEFAULT_SUGGESTIONS, Lookup, MatchKind, SearchIndex, SearchQuery, ToolDoc};
+use crate::text::{
+    Category, ProxyError, ServerLine, ServerState, SkippedServer, instructions_text, list_text, search_text,
+    status_text,
+};
+use crate::validate::{ArgsValidator, check_not_nested, validate_output};
+
+/// How long `connect`/`list` wait for the router to publish a freshly discovered catalog.
+pub const CATALOG_SETTLE: Duration = Duration::from_secs(2);
+/// Compiled argument validators kept before the cache is cleared.
+const MAX_VALIDATORS: usize = 4096;
+/// Tool names listed in an "it has: …" hint.
+const MAX_LISTED_TOOLS: usize = 30;
+
+/// Per-call options from the host: cancellation (a host that disconnects or cancels) and a timeout override.
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    /// Cancelling it abandons the upstream call and sends `notifications/cancelled` to the server.
+    pub cancel: Option<CancellationToken>,
+    /// Overrides the server's tool timeout (idle, extended by progress).
+    pub timeout: Option<Duration>,
+}
+
+/// What one `mcp` call (or direct-tool call) returns to the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProxyResponse {
+    /// The tool result exactly as sent to the host (`isError` and `_meta["pimcp/category"]` set on errors).
+    pub result: CallToolResult,
+    /// The SPEC 11 category when this is an error.
+    pub category: Option<Category>,
+    /// What the output guard did, for call results.
+    pub guard: Option<GuardReport>,
+}
+
+impl ProxyResponse {
+    /// A plain text success.
+    pub fn text_ok(text: impl Into<String>) -> ProxyResponse {
+        ProxyResponse {
+            result: CallToolResult::success(vec![ContentBlock::text(text)]),
+            category: None,
+            guard: None,
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.result.is_error == Some(true)
+    }
+
+    /// All text blocks joined by newlines.
+    pub fn text(&self) -> String {
+        self.result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl From<ProxyError> for ProxyResponse {
+    fn from(e: ProxyError) -> ProxyResponse {
+        ProxyResponse {
+            category: Some(e.category),
+            result: e.into_call_result(),
+            guard: None,
+        }
+    }
+}
+
+/// One server's tools, as `mcp({server})` shows them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerListing {
+    pub server: String,
+    pub state: ServerState,
+    /// Where the tools come from (`None`: nothing known).
+    pub source: Option<MetadataSource>,
+    pub tools: Vec<ToolDoc>,
+    pub instructions: Option<String>,
+}
+
+impl ServerListing {
+    /// The text the model reads.
+    pub fn text(&self) -> String {
+        let tools: Vec<&ToolDoc> = self.tools.iter().collect();
+        list_text(&self.server, &self.state, &tools, self.instructions.as_deref())
+    }
+}
+
+/// One tool in full, as `mcp({describe})` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInfo {
+    pub doc: ToolDoc,
+    pub title: Option<String>,
+    pub output_schema: Option<Value>,
+    /// `Some(uri)` for a resource exposed as a `read_<name>` tool.
+    pub resource_uri: Option<String>,
+}
+
+impl ToolInfo {
+    /// The text the model reads.
+    pub fn text(&self) -> String {
+        let mut text = describe_text(&self.doc, self.output_schema.as_ref());
+        if let Some(uri) = &self.resource_uri {
+            text.push_str(&format!("\nReads resource {uri}; takes no arguments."));
+        }
+        text
+    }
+}
+
+/// One search result, owned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchResultHit {
+    pub doc: ToolDoc,
+    pub score: u32,
+    pub kind: MatchKind,
+}
+
+/// A page of search results with the servers that were not searched, owned (the CLI formats it its own way).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchOutcome {
+    pub hits: Vec<SearchResultHit>,
+    /// Matches on all pages.
+    pub total: usize,
+    pub offset: usize,
+    pub limit: usize,
+    pub next_offset: Option<usize>,
+    pub skipped: Vec<SkippedServer>,
+    text: String,
+}
+
+impl SearchOutcome {
+    /// The text the model reads.
+    pub fn text(&self) -> String {
+        self.text.clone()
+    }
+}
+
+/// An upstream prompt exposed to the host as `<server>_<prompt>`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptEntry {
+    /// The exposed name.
+    pub name: String,
+    pub server: String,
+    /// The upstream prompt (its `name` is the upstream name).
+    pub prompt: Prompt,
+}
+
+/// Construction options for [`Proxy::with_options`].
+#[derive(Debug, Default)]
+pub struct ProxyOptions {
+    /// Where guarded output is spilled; `None` creates a private temporary directory.
+    pub spill: Option<SpillDir>,
+    /// The host bridge of `pimcp-run`: lets a call whose upstream asked the host for input it could not give end
+    /// with category `input-required`.
+    pub bridge: Option<HostBridge>,
+}
+
+/// The `mcp` proxy over one runtime. Cheap to clone; all clones share the index, validators and spill directory.
+#[derive(Clone)]
+pub struct Proxy {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("runtime", &self.inner.runtime)
+            .field("spill", &self.inner.spill.path())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    runtime: RuntimeHandle,
+    config: RwLock<Arc<Config>>,
+    /// Bumped by [`Proxy::reconfigure`]; part of the index's identity.
+    config_generation: AtomicU64,
+    spill: SpillDir,
+    index: Mutex<Option<Arc<Indexed>>>,
+    validators: Mutex<HashMap<String, (Arc<JsonObject>, Arc<ArgsValidator>)>>,
+    bridge: OnceLock<HostBridge>,
+}
+
+/// A search index and the catalog snapshot it was built from.
+pub(crate) struct Indexed {
+    catalog: Arc<Catalog>,
+    config_generation: u64,
+    index: SearchIndex,
+    /// Servers whose tools are in the index (known metadata, startable).
+    searched: BTreeSet<String>,
+}
+
+impl Proxy {
+    /// A proxy over `runtime` for `config` (the same config the runtime was started with), spilling guarded output
+    /// to a private temporary directory removed when the last clone is dropped.
+    pub fn new(runtime: RuntimeHandle, config: &Config) -> Result<Proxy> {
+        Proxy::with_options(runtime, config, ProxyOptions::default())
+    }
+
+    /// [`Proxy::new`] with explicit options.
+    pub fn with_options(runtime: RuntimeHandle, config: &Config, options: ProxyOptions) -> Result<Proxy> {
+        let spill = match options.spill {
+            Some(s) => s,
+            None => SpillDir::new()?,
+        };
+        let bridge = OnceLock::new();
+        if let Some(b) = options.bridge {
+            let _ = bridge.set(b);
+        }
+        let proxy = Proxy {
+            inner: Arc::new(Inner {
+                runtime,
+                config: RwLock::new(Arc::new(config.clone())),
+                config_generation: AtomicU64::new(0),
+                spill,
+                index: Mutex::new(None),
+                validators: Mutex::new(HashMap::new()),
+                bridge,
+            }),
+        };
+        proxy.spawn_indexer();
+        Ok(proxy)
+    }
+
+    /// Rebuilds the search index in the background whenever the runtime publishes a new catalog, so queries find it
+    /// ready. Stops when the last clone of the proxy is dropped.
+    fn spawn_indexer(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        let mut rx = self.inner.runtime.catalog_watch();
+        handle.spawn(async move {
+            loop {
+                {
+                    let Some(inner) = weak.upgrade() else { return };
+                    let proxy = Proxy { inner };
+                    let _ = proxy.indexed();
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Attaches the host bridge after construction (first one wins).
+    pub fn attach_bridge(&self, bridge: &HostBridge) {
+        let _ = self.inner.bridge.set(bridge.clone());
+    }
+
+    pub fn runtime(&self) -> &RuntimeHandle {
+        &self.inner.runtime
+    }
+
+    /// The configuration the proxy currently works with.
+    pub fn config(&self) -> Arc<Config> {
+        match self.inner.config.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// The spill directory of the output guard.
+    pub fn spill_dir(&self) -> &std::path::Path {
+        self.inner.spill.path()
+    }
+
+    /// Applies a new configuration to the runtime (SPEC 3.6) and to the proxy (keywords, direct tools, approvals).
+    pub async fn reconfigure(&self, config: Config) -> std::result::Result<(), ProxyError> {
+        self.inner
+            .runtime
+            .reconfigure(config.clone())
+            .await
+            .map_err(|e| self.runtime_error(e, None))?;
+        match self.inner.config.write() {
+            Ok(mut g) => *g = Arc::new(config),
+            Err(p) => *p.into_inner() = Arc::new(config),
+        }
+        self.inner.config_generation.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Parses the `arguments` of an `mcp` tool call and answers it; a parameter error is a `validation` result.
+    pub async fn handle_arguments(&self, arguments: Option<&Value>, ctx: &CallContext) -> ProxyResponse {
+        match parse_request(arguments) {
+            Ok(request) => self.handle(request, ctx).await,
+            Err(e) => ProxyError::from(e).into(),
+        }
+    }
+
+    /// Answers one `mcp` request. Never fails: errors are tool results with a category.
+    pub async fn handle(&self, request: ProxyRequest, ctx: &CallContext) -> ProxyResponse {
+        let mode = mode_name(&request);
+        let span = tracing::info_span!("proxy_request", mode, outcome = tracing::field::Empty);
+        let response = self.dispatch(request, ctx).instrument(span.clone()).await;
+        span.record("outcome", response.category.map_or("ok", Category::as_str));
+        response
+    }
+
+    async fn dispatch(&self, request: ProxyRequest, ctx: &CallContext) -> ProxyResponse {
+        match request {
+            ProxyRequest::AuthStart { server } | ProxyRequest::AuthComplete { server, .. } => {
+                ProxyError::new(
+                    Category::Other,
+                    format!("OAuth through the mcp tool is not available yet (server {server:?})."),
+                )
+                .with_hint(format!(
+                    "Run `pimcp-run auth login {server}` in a terminal, then mcp({{connect: {server:?}}})."
+                ))
+                .into()
+            }
+            ProxyRequest::Call { tool, args, server } => self.call(&tool, args, server.as_deref(), ctx).await,
+            ProxyRequest::Connect { server } => respond(self.connect(&server).await.map(|l| l.text())),
+            ProxyRequest::Describe { tool, server } => {
+                respond(self.describe(&tool, server.as_deref()).await.map(|i| i.text()))
+            }
+            ProxyRequest::Instructions { server } => respond(
+                self.instructions(&server)
+                    .await
+                    .map(|i| instructions_text(&server, i.as_deref())),
+            ),
+            ProxyRequest::Search(query) => respond(self.search(&query).map(|o| o.text())),
+            ProxyRequest::List { server } => respond(self.list(&server).await.map(|l| l.text())),
+            ProxyRequest::Status => ProxyResponse::text_ok(status_text(&self.server_lines())),
+        }
+    }
+
+    /// The runtime's status snapshot. Never connects anything.
+    pub fn status(&self) -> StatusSnapshot {
+        self.inner.runtime.status()
+    }
+
+    /// One line per server, as `mcp({})` shows them. Never connects anything.
+    pub fn server_lines(&self) -> Vec<ServerLine> {
+        let snapshot = self.inner.runtime.status();
+        let catalog = self.inner.runtime.catalog();
+        let now = SystemTime::now();
+        snapshot
+            .servers
+            .iter()
+            .map(|s| {
+                let sc = catalog.server(&s.name);
+                ServerLine {
+                    name: s.name.clone(),
+                    state: state_of(s, sc, now),
+                    n_tools: sc.filter(|c| c.source.is_some()).map(|c| c.tools.len()),
+                    reason: reason_of(s),
+                }
+            })
+            .collect()
+    }
+
+    /// One server's tools (from the cache when not connected); a startable server with nothing known is connected
+    /// first.
+    pub async fn list(&self, server: &str) -> std::result::Result<ServerListing, ProxyError> {
+        let catalog = self.inner.runtime.catalog();
+        let Some(sc) = catalog.server(server) else {
+            return Err(self.unknown_server(server));
+        };
+        if sc.source.is_none() && sc.available {
+            self.connect_and_wait(server, false).await?;
+        }
+        Ok(self.listing(server))
+    }
+
+    /// Connects (or reconnects) a server, refreshes its metadata, then lists it.
+    pub async fn connect(&self, server: &str) -> std::result::Result<ServerListing, ProxyError> {
+        if self.inner.runtime.catalog().server(server).is_none() {
+            return Err(self.unknown_server(server));
+        }
+        self.connect_and_wait(server, true).await?;
+        Ok(self.listing(server))
+    }
+
+    /// A server's full instructions (connecting a startable server with nothing known).
+    pub async fn instructions(&self, server: &str) -> std::result::Result<Option<String>, ProxyError> {
+        let catalog = self.inner.runtime.catalog();
+        let Some(sc) = catalog.server(server) else {
+            return Err(self.unknown_server(server));
+        };
+        if sc.instructions.is_none() && sc.source.is_none() && sc.available {
+            self.connect_and_wait(server, false).await?;
+            return Ok(self.inner.runtime.instructions(server));
+        }
+        Ok(sc.instructions.clone())
+    }
+
+    /// Ranked (or regex) search over every startable server's known tools. Works offline from the cache.
+    pub fn search(&self, query: &SearchQuery) -> std::result::Result<SearchOutcome, ProxyError> {
+        if let Some(server) = &query.server
+            && self.inner.runtime.catalog().server(server).is_none()
+        {
+            return Err(self.unknown_server(server));
+        }
+        let indexed = self.indexed();
+        let page = indexed.index.search(query).map_err(ProxyError::from)?;
+        let skipped = self.skipped(&indexed, query.server.as_deref(), page.total == 0);
+        let text = search_text(query, &page, &skipped);
+        Ok(SearchOutcome {
+            hits: page
+                .hits
+                .iter()
+                .map(|h| SearchResultHit {
+                    doc: h.doc.clone(),
+                    score: h.score,
+                    kind: h.kind,
+                })
+                .collect(),
+            total: page.total,
+            offset: page.offset,
+            limit: page.limit,
+            next_offset: page.next_offset,
+            skipped,
+            text,
+        })
+    }
+
+    /// One tool in full. Resolves like a call (prefixed, original, `-`/`_` fuzzy, implied server connected lazily);
+    /// an unknown name gets up to 5 suggestions (token ranking and edit distance).
+    pub async fn describe(&self, tool: &str, server: Option<&str>) -> std::result::Result<ToolInfo, ProxyError> {
+        let resolved = self
+            .inner
+            .runtime
+            .resolve(tool, server)
+            .await
+            .map_err(|e| self.runtime_error(e, Some(tool)))?;
+        let config = self.config();
+        Ok(ToolInfo {
+            doc: tool_doc(&resolved, &keywords_for(config.server(&resolved.server), &config, &resolved)),
+            title: resolved.title.clone(),
+            output_schema: resolved.output_schema.as_ref().map(|s| Value::Object((**s).clone())),
+            resource_uri: resolved.resource_uri.clone(),
+        })
+    }
+
+    /// Calls a tool: resolve, validate the arguments against its input schema before sending, approval (by the
+    /// runtime, per `approveTools`), call, render, output guard. Never fails: errors are results with a category.
+    pub async fn call(
+        &self,
+        tool: &str,
+        args: Map<String, Value>,
+        server: Option<&str>,
+        ctx: &CallContext,
+    ) -> ProxyResponse {
+        match self.inner.runtime.resolve(tool, server).await {
+            Ok(resolved) => self.call_resolved(&resolved, args, ctx).await,
+            Err(e) => self.runtime_error(e, Some(tool)).into(),
+        }
+    }
+
+    /// Calls an already resolved tool (direct tools go straight here).
+    pub async fn call_resolved(&self, tool: &CatalogTool, args: Map<String, Value>, ctx: &CallContext) -> ProxyResponse {
+        if let Err(e) = self.check_args(tool, &args) {
+            return e.into();
+        }
+        let bridge = self.inner.bridge.get();
+        let refusals_before = bridge.map(|b| b.refusals(&tool.server));
+        let mut opts = CallOptions::default();
+        opts.server = Some(tool.server.clone());
+        opts.timeout = ctx.timeout;
+        opts.cancel = ctx.cancel.clone();
+        let outcome = self.inner.runtime.call(&tool.name, Some(args), opts).await;
+        match outcome {
+            Ok(output) => self.render(tool, output),
+            Err(RuntimeError::ToolError { output, .. }) => {
+                let refused = match (bridge, refusals_before) {
+                    (Some(b), Some(before)) => b.refusals(&tool.server) > before,
+                    _ => false,
+                };
+                if refused {
+                    let text = output.text();
+                    return ProxyError::new(
+                        Category::InputRequired,
+                        format!(
+                            "tool {:?} on server {:?} asked the host for input (sampling, elicitation) that the host \
+                             did not declare it can give.",
+                            tool.original, tool.server
+                        ),
+                    )
+                    .with_hint(format!("The tool said: {}", one_line(&text, 300)))
+                    .into();
+                }
+                self.render(tool, *output)
+            }
+            Err(e) => self.runtime_error(e, Some(&tool.name)).into(),
+        }
+    }
+
+    /// Upstream prompts of startable servers with known metadata, exposed as `<server>_<prompt>` (colliding names are
+    /// dropped).
+    pub fn prompts(&self) -> Vec<PromptEntry> {
+        let catalog = self.inner.runtime.catalog();
+        let mut entries: Vec<PromptEntry> = Vec::new();
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for sc in catalog.servers().filter(|s| s.available) {
+            for p in &sc.prompts {
+                let name = format!("{}_{}", sanitize_server(&sc.server), p.name);
+                *counts.entry(name.clone()).or_default() += 1;
+                entries.push(PromptEntry {
+                    name,
+                    server: sc.server.clone(),
+                    prompt: p.clone(),
+                });
+            }
+        }
+        entries.retain(|e| counts.get(&e.name).copied() == Some(1));
+        entries
+    }
+
+    /// `prompts/get` of an exposed prompt, forwarded to its server (connected first when needed); arguments pass
+    /// through unchanged.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> std::result::Result<GetPromptResult, ProxyError> {
+        let Some(entry) = self.prompts().into_iter().find(|p| p.name == name) else {
+            return Err(ProxyError::new(Category::UnknownTool, format!("prompt {name:?} not found.")));
+        };
+        self.inner
+            .runtime
+            .get_prompt(&entry.server, &entry.prompt.name, arguments)
+            .await
+            .map_err(|e| self.runtime_error(e, None))
+    }
+
+    /// Upstream resources (not templates) of startable servers with known metadata, with their server. A URI listed
+    /// by several servers is kept once (first server by name).
+    pub fn resources(&self) -> Vec<(String, Resource)> {
+        let catalog = self.inner.runtime.catalog();
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for sc in catalog.servers().filter(|s| s.available) {
+            for r in &sc.resources {
+                if seen.insert(r.uri.clone()) {
+                    out.push((sc.server.clone(), r.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// `resources/read` of a listed resource, forwarded to the server that lists it.
+    pub async fn read_resource(&self, uri: &str) -> std::result::Result<ReadResourceResult, ProxyError> {
+        let Some((server, _)) = self.resources().into_iter().find(|(_, r)| r.uri == uri) else {
+            return Err(ProxyError::new(
+                Category::UnknownTool,
+                format!("resource {uri:?} is not listed by any server."),
+            ));
+        };
+        self.inner
+            .runtime
+            .read_resource(&server, uri)
+            .await
+            .map_err(|e| self.runtime_error(e, None))
+    }
+
+    /// The search index for the current catalog and config, built at most once per change.
+    pub(crate) fn indexed(&self) -> Arc<Indexed> {
+        let catalog = self.inner.runtime.catalog();
+        let generation = self.inner.config_generation.load(Ordering::SeqCst);
+        let mut slot = self.inner.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(current) = slot.as_ref()
+            && Arc::ptr_eq(&current.catalog, &catalog)
+            && current.config_generation == generation
+        {
+            return current.clone();
+        }
+        let config = self.config();
+        let mut docs = Vec::new();
+        let mut searched = BTreeSet::new();
+        for sc in catalog.servers().filter(|s| s.available && s.source.is_some()) {
+            searched.insert(sc.server.clone());
+            let cfg = config.server(&sc.server);
+            let rules = keyword_rules(cfg);
+            for t in &sc.tools {
+                docs.push(tool_doc(t, &apply_rules(&rules, t, cfg, &config)));
+            }
+        }
+        let built = Arc::new(Indexed {
+            catalog,
+            config_generation: generation,
+            index: SearchIndex::build(docs),
+            searched,
+        });
+        *slot = Some(built.clone());
+        built
+    }
+
+    fn check_args(&self, tool: &CatalogTool, args: &Map<String, Value>) -> std::result::Result<(), ProxyError> {
+        let validator = self.validator(tool);
+        let schema_value = Value::Object((*tool.input_schema).clone());
+        check_not_nested(args, &schema_value).map_err(ProxyError::from)?;
+        validator.check(args).map_err(ProxyError::from)
+    }
+
+    fn validator(&self, tool: &CatalogTool) -> Arc<ArgsValidator> {
+        let mut cache = self
+            .inner
+            .validators
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((schema, v)) = cache.get(&tool.name)
+            && Arc::ptr_eq(schema, &tool.input_schema)
+        {
+            return v.clone();
+        }
+        if cache.len() >= MAX_VALIDATORS {
+            cache.clear();
+        }
+        let v = Arc::new(ArgsValidator::new(
+            &tool.name,
+            &Value::Object((*tool.input_schema).clone()),
+        ));
+        cache.insert(tool.name.clone(), (tool.input_schema.clone(), v.clone()));
+        v
+    }
+
+    fn render(&self, tool: &CatalogTool, output: ToolOutput) -> ProxyResponse {
+        let is_error = output.is_error;
+        let mut result = if is_error {
+            CallToolResult::error(output.content)
+        } else {
+            CallToolResult::success(output.content)
+        };
+        result.structured_content = output.structured_content;
+        let mut rendered = render_call_result(&result);
+        if !is_error && let Some(schema) = &tool.output_schema {
+            let report = validate_output(
+                result.structured_content.as_ref(),
+                &Value::Object((**schema).clone()),
+            );
+            if !report.valid {
+                tracing::warn!(server = %tool.server, tool = %tool.original, "{}", report.summary());
+                rendered.pieces.push(Piece::Text(format!("[note: {}]", report.summary())));
+            }
+        }
+        let guard = self.config().settings.output_guard;
+        let guarded = apply_guard(rendered, guard.as_ref(), Some(&self.inner.spill));
+        let report = guarded.report.clone();
+        ProxyResponse {
+            category: is_error.then_some(Category::ToolError),
+            result: guarded.into_call_result(),
+            guard: Some(report),
+        }
+    }
+
+    fn listing(&self, server: &str) -> ServerListing {
+        let catalog = self.inner.runtime.catalog();
+        let snapshot = self.inner.runtime.status();
+        let sc = catalog.server(server);
+        let state = match snapshot.server(server) {
+            Some(s) => state_of(s, sc, SystemTime::now()),
+            None => ServerState::NotStarted,
+        };
+        let config = self.config();
+        let cfg = config.server(server);
+        let rules = keyword_rules(cfg);
+        ServerListing {
+            server: server.to_owned(),
+            state,
+            source: sc.and_then(|c| c.source),
+            tools: sc
+                .map(|c| {
+                    c.tools
+                        .iter()
+                        .map(|t| tool_doc(t, &apply_rules(&rules, t, cfg, &config)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            instructions: sc.and_then(|c| c.instructions.clone()),
+        }
+    }
+
+    async fn connect_and_wait(&self, server: &str, force: bool) -> std::result::Result<(), ProxyError> {
+        let runtime = &self.inner.runtime;
+        let done = if force {
+            runtime.reconnect(server).await
+        } else {
+            runtime.connect(server).await
+        };
+        done.map_err(|e| self.runtime_error(e, None))?;
+        let mut rx = runtime.catalog_watch();
+        let settled = tokio::time::timeout(
+            CATALOG_SETTLE,
+            rx.wait_for(|c| c.server(server).is_some_and(|s| s.source == Some(MetadataSource::Live))),
+        )
+        .await;
+        if settled.is_err() {
+            tracing::debug!(%server, "catalog did not show live metadata within the settle time");
+        }
+        Ok(())
+    }
+
+    fn skipped(&self, indexed: &Indexed, only: Option<&str>, empty: bool) -> Vec<SkippedServer> {
+        let snapshot = self.inner.runtime.status();
+        let now = SystemTime::now();
+        snapshot
+            .servers
+            .iter()
+            .filter(|s| only.is_none_or(|o| o == s.name))
+            .filter(|s| !indexed.searched.contains(&s.name))
+            .filter_map(|s| {
+                let state = state_of(s, indexed.catalog.server(&s.name), now);
+                let quiet = matches!(state, ServerState::Disabled | ServerState::Ready);
+                (!quiet || (empty && state == ServerState::Disabled)).then(|| SkippedServer {
+                    name: s.name.clone(),
+                    state,
+                })
+            })
+            .collect()
+    }
+
+    fn unknown_server(&self, server: &str) -> ProxyError {
+        let catalog = self.inner.runtime.catalog();
+        let names: Vec<&str> = catalog.servers().map(|s| s.server.as_str()).collect();
+        let error = ProxyError::new(Category::Config, format!("unknown server {server:?}."));
+        if names.is_empty() {
+            error.with_hint("No servers are configured.")
+        } else {
+            error.with_hint(format!("Configured servers: {}.", names.join(", ")))
+        }
+    }
+
+    /// Turns a runtime error into the model-facing error, with suggestions for unknown tools.
+    pub(crate) fn runtime_error(&self, e: RuntimeError, name: Option<&str>) -> ProxyError {
+        match &e {
+            RuntimeError::UnknownTool {
+                name: wanted,
+                server,
+                available,
+                ..
+            } => {
+                let indexed = self.indexed();
+                let suggestions = indexed.index.suggest(wanted, DEFAULT_SUGGESTIONS);
+                let mut error = tool_not_found(wanted, server.as_deref(), &suggestions);
+                if let Some(server) = server
+                    && !available.is_empty()
+                {
+                    let mut shown: Vec<&str> = available.iter().take(MAX_LISTED_TOOLS).map(String::as_str).collect();
+                    if available.len() > MAX_LISTED_TOOLS {
+                        shown.push("…");
+                    }
+                    error = error.with_hint(format!("Server {server:?} has: {}.", shown.join(", ")));
+                }
+                error
+            }
+            RuntimeError::AmbiguousTool { name: wanted, candidates } => {
+                let indexed = self.indexed();
+                let docs: Vec<&ToolDoc> = candidates
+                    .iter()
+                    .filter_map(|c| match indexed.index.find(c, None) {
+                        Lookup::Found(d) => Some(d),
+                        _ => None,
+                    })
+                    .collect();
+                if docs.len() == candidates.len() {
+                    tool_ambiguous(wanted, &docs)
+                } else {
+                    ProxyError::new(Category::Validation, e.to_string())
+                        .with_hint("Pass `server`, or use the full tool name.")
+                }
+            }
+            RuntimeError::UnknownServer { server } => self.unknown_server(server),
+            RuntimeError::NeedsAuth { server, .. } => ProxyError::new(Category::NeedsAuth, e.to_string())
+                .with_hint(format!("After logging in, mcp({{connect: {server:?}}}) connects it.")),
+            _ => {
+                let _ = name;
+                ProxyError::new(category_of(e.category()), e.to_string())
+            }
+        }
+    }
+}
+
+fn respond(outcome: std::result::Result<String, ProxyError>) -> ProxyResponse {
+    match outcome {
+        Ok(text) => ProxyResponse::text_ok(text),
+        Err(e) => e.into(),
+    }
+}
+
+fn mode_name(request: &ProxyRequest) -> &'static str {
+    match request {
+        ProxyRequest::AuthStart { .. } => "auth-start",
+        ProxyRequest::AuthComplete { .. } => "auth-complete",
+        ProxyRequest::Call { .. } => "call",
+        ProxyRequest::Connect { .. } => "connect",
+        ProxyRequest::Describe { .. } => "describe",
+        ProxyRequest::Instructions { .. } => "instructions",
+        ProxyRequest::Search(_) => "search",
+        ProxyRequest::List { .. } => "list",
+        ProxyRequest::Status => "status",
+    }
+}
+
+/// The runtime's category as the proxy texts spell it (the two enums mirror SPEC 11).
+pub fn category_of(c: ErrorCategory) -> Category {
+    match c {
+        ErrorCategory::NeedsAuth => Category::NeedsAuth,
+        ErrorCategory::Timeout => Category::Timeout,
+        ErrorCategory::Connection => Category::Connection,
+        ErrorCategory::UnknownTool => Category::UnknownTool,
+        ErrorCategory::Validation => Category::Validation,
+        ErrorCategory::Approval => Category::Approval,
+        ErrorCategory::Config => Category::Config,
+        ErrorCategory::Untrusted => Category::Untrusted,
+        ErrorCategory::InputRequired => Category::InputRequired,
+        ErrorCategory::ToolError => Category::ToolError,
+        ErrorCategory::Other => Category::Other,
+    }
+}
+
+/// A server's state for the texts.
+fn state_of(s: &ServerStatus, sc: Option<&ServerCatalog>, now: SystemTime) -> ServerState {
+    match &s.state {
+        RuntimeState::Disabled => ServerState::Disabled,
+        RuntimeState::Cached => {
+            if sc.is_some_and(|c| c.source.is_some()) {
+                ServerState::Cached
+            } else {
+                ServerState::NotStarted
+            }
+        }
+        RuntimeState::Connecting => ServerState::Connecting,
+        RuntimeState::Ready => ServerState::Ready,
+        RuntimeState::Draining => ServerState::Draining,
+        RuntimeState::Backoff { until, .. } => ServerState::Backoff {
+            retry_in: until.duration_since(now).unwrap_or_default(),
+        },
+        RuntimeState::NeedsAuth => ServerState::NeedsAuth,
+        RuntimeState::Failed { .. } => ServerState::Failed {
+            ago: now
+                .duration_since(UNIX_EPOCH + Duration::from_millis(s.since_ms))
+                .unwrap_or_default(),
+        },
+        RuntimeState::Untrusted => ServerState::Untrusted,
+        RuntimeState::ConfigError => ServerState::ConfigError,
+    }
+}
+
+fn reason_of(s: &ServerStatus) -> Option<String> {
+    match &s.state {
+        RuntimeState::Failed { reason } => Some(reason.clone()),
+        RuntimeState::Backoff { .. } => s.last_error.clone().or_else(|| s.reason.clone()),
+        RuntimeState::ConfigError => s.reason.clone().or_else(|| s.last_error.clone()),
+        _ => None,
+    }
+}
+
+/// `searchKeywords` of one server, compiled: (glob, keywords).
+fn keyword_rules(cfg: Option<&ServerConfig>) -> Vec<(Glob, Vec<String>)> {
+    cfg.map(|c| {
+        c.search_keywords
+            .iter()
+            .map(|(pattern, words)| (Glob::new(pattern), words.clone()))
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+fn apply_rules(
+    rules: &[(Glob, Vec<String>)],
+    tool: &CatalogTool,
+    cfg: Option<&ServerConfig>,
+    config: &Config,
+) -> Vec<String> {
+    if rules.is_empty() {
+        return Vec::new();
+    }
+    let mode = cfg.and_then(|c| c.tool_prefix).unwrap_or(config.settings.tool_prefix);
+    let mut candidates = tool_candidates(&tool.original, &tool.server, mode);
+    candidates.push(tool.name.clone());
+    let mut out = Vec::new();
+    for (glob, words) in rules {
+        if candidates.iter().any(|c| glob.matches(c)) {
+            out.extend(words.iter().cloned());
+        }
+    }
+    out
+}
+
+fn keywords_for(cfg: Option<&ServerConfig>, config: &Config, tool: &CatalogTool) -> Vec<String> {
+    apply_rules(&keyword_rules(cfg), tool, cfg, config)
+}
+
+fn tool_doc(t: &CatalogTool, keywords: &[String]) -> ToolDoc {
+    ToolDoc {
+        name: t.name.clone(),
+        original_name: t.original.clone(),
+        server: t.server.clone(),
+        description: t.description.clone().or_else(|| t.title.clone()).unwrap_or_default(),
+        keywords: keywords.to_vec(),
+        input_schema: Value::Object((*t.input_schema).clone()),
+    }
+}
+
+/// The first line of `text`, at most `max` characters.
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let mut out: String = line.chars().take(max).collect();
+    if line.chars().count() > max || text.lines().nth(1).is_some() {
+        out.push('…');
+    }
+    out
+}

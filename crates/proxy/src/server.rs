@@ -1,0 +1,514 @@
+//! `pimcp-run` as an MCP server: a hand-written rmcp `ServerHandler` ([`ProxyServer`]) exposing the `mcp` tool plus
+//! direct tools, upstream prompts (`<server>_<prompt>`) and resources, with `list_changed` notifications when that
+//! surface changes (tools only while not frozen). [`serve`] runs it over any transport (the HTTP mode reuses it);
+//! [`serve_stdio`] / [`run_stdio`] run the stdio entry point with signal handling and a bounded runtime shutdown.
+//!
+//! Protocol notes: every version rmcp knows is supported, 2026-07-28 included (`server/discover` is answered by
+//! rmcp's default from [`ProxyServer`]'s info, before or instead of `initialize`); `ping` is answered; a line that is
+//! not JSON is ignored and a JSON line that is not a request is answered with an error, and serving continues.
+//! Failed tool calls are tool results with `isError`, never JSON-RPC errors.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use pimcp_actors::{Runtime, RuntimeOptions, ShutdownReport};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext, ServiceExt};
+use rmcp::transport::IntoTransport;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::direct::{DirectTool, direct_tools};
+use crate::error::{Error, Result};
+use crate::facade::{CallContext, Proxy, ProxyOptions};
+use crate::forward::HostBridge;
+use crate::text::{Category, ProxyError};
+use crate::tool_def::{TOOL_NAME, ToolDefOptions, mcp_tool};
+
+/// Default bound of the runtime shutdown after the host goes away or a signal arrives.
+pub const DEFAULT_SHUTDOWN_BOUND: Duration = Duration::from_secs(5);
+/// Quiet time after a catalog change before the surface is recomputed (coalesces `list_changed` storms).
+pub const SURFACE_DEBOUNCE: Duration = Duration::from_millis(50);
+/// The name `pimcp-run` reports in `serverInfo`.
+pub const SERVER_NAME: &str = "pimcp";
+
+/// Options of [`serve_stdio`] and [`run_stdio`].
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ServeOptions {
+    /// How long the runtime may take to close every server at the end (then the rest is killed).
+    pub shutdown_bound: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            shutdown_bound: DEFAULT_SHUTDOWN_BOUND,
+        }
+    }
+}
+
+impl ServeOptions {
+    pub fn with_shutdown_bound(mut self, bound: Duration) -> Self {
+        self.shutdown_bound = bound;
+        self
+    }
+}
+
+/// The MCP server handler of `pimcp-run`. Cheap to clone; one value serves any number of host sessions (the
+/// Streamable HTTP factory clones it per session) and they share the runtime.
+#[derive(Clone)]
+pub struct ProxyServer {
+    inner: Arc<ServerInner>,
+}
+
+impl std::fmt::Debug for ProxyServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyServer")
+            .field("proxy", &self.inner.proxy)
+            .field("frozen", &self.inner.frozen)
+            .finish_non_exhaustive()
+    }
+}
+
+struct ServerInner {
+    proxy: Proxy,
+    bridge: HostBridge,
+    /// `None` with `disableProxyTool`.
+    mcp: Option<Tool>,
+    frozen: bool,
+    surface: RwLock<Surface>,
+    /// Initialized host sessions to notify.
+    peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// Stops the surface watcher.
+    stop: CancellationToken,
+}
+
+/// What the host sees besides `mcp`; compared to decide which `list_changed` notifications to send.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Surface {
+    direct: Vec<DirectTool>,
+    by_name: HashMap<String, usize>,
+    prompts: Vec<String>,
+    resources: Vec<String>,
+}
+
+impl Surface {
+    fn new(direct: Vec<DirectTool>, prompts: Vec<String>, resources: Vec<String>) -> Surface {
+        let by_name = direct
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.tool.name.to_string(), i))
+            .collect();
+        Surface {
+            direct,
+            by_name,
+            prompts,
+            resources,
+        }
+    }
+
+    fn tool_defs(&self) -> Vec<&Tool> {
+        self.direct.iter().map(|d| &d.tool).collect()
+    }
+}
+
+impl ProxyServer {
+    /// A server over `proxy`, forwarding server→client requests through `bridge` (the same bridge whose
+    /// [`HostBridge::handlers`] the runtime was started with). Starts the surface watcher on the current tokio
+    /// runtime.
+    pub fn new(proxy: Proxy, bridge: HostBridge) -> ProxyServer {
+        proxy.attach_bridge(&bridge);
+        let config = proxy.config();
+        let settings = &config.settings;
+        let servers: Vec<String> = config.servers.iter().map(|s| s.name.clone()).collect();
+        let mcp = (!settings.disable_proxy_tool).then(|| mcp_tool(&ToolDefOptions { servers }));
+        let surface = compute_surface(&proxy);
+        if mcp.is_none() && surface.direct.is_empty() {
+            tracing::warn!(
+                "disableProxyTool is set and no direct tools are known yet: the host sees no tools until a server's \
+                 metadata is cached"
+            );
+        }
+        let server = ProxyServer {
+            inner: Arc::new(ServerInner {
+                proxy,
+                bridge,
+                mcp,
+                frozen: settings.freeze_direct_tools,
+                surface: RwLock::new(surface),
+                peers: Mutex::new(Vec::new()),
+                stop: CancellationToken::new(),
+            }),
+        };
+        server.spawn_watcher();
+        server
+    }
+
+    pub fn proxy(&self) -> &Proxy {
+        &self.inner.proxy
+    }
+
+    /// Every tool the host sees: `mcp` (unless disabled) then the direct tools.
+    pub fn tools(&self) -> Vec<Tool> {
+        let surface = self.surface();
+        self.inner
+            .mcp
+            .iter()
+            .cloned()
+            .chain(surface.direct.iter().map(|d| d.tool.clone()))
+            .collect()
+    }
+
+    /// Stops the surface watcher (also stopped when the last clone is dropped).
+    pub fn stop(&self) {
+        self.inner.stop.cancel();
+    }
+
+    fn surface(&self) -> Surface {
+        match self.inner.surface.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    fn spawn_watcher(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak: Weak<ServerInner> = Arc::downgrade(&self.inner);
+        let stop = self.inner.stop.clone();
+        let mut rx = self.inner.proxy.runtime().catalog_watch();
+        handle.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    changed = rx.changed() => if changed.is_err() { return },
+                }
+                // Coalesce bursts: wait for a quiet moment, then read the latest snapshot.
+                loop {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(SURFACE_DEBOUNCE) => break,
+                        changed = rx.changed() => if changed.is_err() { return },
+                    }
+                }
+                rx.borrow_and_update();
+                let Some(inner) = weak.upgrade() else { return };
+                ProxyServer { inner }.refresh_surface().await;
+            }
+        });
+    }
+
+    /// Recomputes the surface and notifies every host of what changed.
+    async fn refresh_surface(&self) {
+        let mut next = compute_surface(&self.inner.proxy);
+        let (tools_changed, prompts_changed, resources_changed) = {
+            let mut current = match self.inner.surface.write() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            if self.inner.frozen {
+                next.direct = current.direct.clone();
+                next.by_name = current.by_name.clone();
+            }
+            let changes = (
+                current.tool_defs() != next.tool_defs(),
+                current.prompts != next.prompts,
+                current.resources != next.resources,
+            );
+            *current = next;
+            changes
+        };
+        if !(tools_changed || prompts_changed || resources_changed) {
+            return;
+        }
+        let peers = {
+            let mut peers = self.inner.peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            peers.retain(|p| !p.is_transport_closed());
+            peers.clone()
+        };
+        tracing::debug!(
+            tools_changed,
+            prompts_changed,
+            resources_changed,
+            hosts = peers.len(),
+            "host-visible surface changed"
+        );
+        for peer in peers {
+            if tools_changed {
+                let _ = peer.notify_tool_list_changed().await;
+            }
+            if prompts_changed {
+                let _ = peer.notify_prompt_list_changed().await;
+            }
+            if resources_changed {
+                let _ = peer.notify_resource_list_changed().await;
+            }
+        }
+    }
+}
+
+impl Drop for ServerInner {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn compute_surface(proxy: &Proxy) -> Surface {
+    let catalog = proxy.runtime().catalog();
+    let config = proxy.config();
+    Surface::new(
+        direct_tools(&catalog, &config),
+        proxy.prompts().into_iter().map(|p| p.name).collect(),
+        proxy.resources().into_iter().map(|(_, r)| r.uri.clone()).collect(),
+    )
+}
+
+impl ServerHandler for ProxyServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .build();
+        if self.inner.frozen
+            && let Some(tools) = capabilities.tools.as_mut()
+        {
+            tools.list_changed = None;
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "pimcp fronts several MCP servers. Use the mcp tool: mcp({}) for status, mcp({search: \"words\"}) to \
+                 find a tool, mcp({tool, args}) to call it.",
+            )
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        tracing::debug!(
+            client = ?context.peer.peer_info().map(|i| i.client_info.name.clone()),
+            "host initialized"
+        );
+        self.inner.bridge.attach(context.peer.clone());
+        let mut peers = self.inner.peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        peers.retain(|p| !p.is_transport_closed());
+        peers.push(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResponse, ErrorData> {
+        let call = CallContext {
+            cancel: Some(ctx.ct.clone()),
+            timeout: None,
+        };
+        let name = request.name.as_ref();
+        if self.inner.mcp.is_some() && name == TOOL_NAME {
+            let arguments = request.arguments.map(Value::Object);
+            let response = self.inner.proxy.handle_arguments(arguments.as_ref(), &call).await;
+            return Ok(response.result.into());
+        }
+        let target = {
+            let surface = self.surface();
+            surface.by_name.get(name).map(|&i| surface.direct[i].target.clone())
+        };
+        let response = match target {
+            Some(target) => {
+                self.inner
+                    .proxy
+                    .call_resolved(&target, request.arguments.unwrap_or_default(), &call)
+                    .await
+            }
+            None => {
+                let mut error = ProxyError::new(Category::UnknownTool, format!("pimcp-run has no tool {name:?}."));
+                if self.inner.mcp.is_some() {
+                    error = error.with_hint(format!(
+                        "Upstream tools are reached through the mcp tool: mcp({{tool: {name:?}, args: {{…}}}})."
+                    ));
+                }
+                error.into()
+            }
+        };
+        Ok(response.result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListPromptsResult, ErrorData> {
+        let prompts = self
+            .inner
+            .proxy
+            .prompts()
+            .into_iter()
+            .map(|entry| {
+                let mut p: Prompt = entry.prompt;
+                p.name = entry.name;
+                p
+            })
+            .collect();
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<GetPromptResponse, ErrorData> {
+        match self.inner.proxy.get_prompt(&request.name, request.arguments).await {
+            Ok(result) => Ok(GetPromptResponse::Complete(result)),
+            Err(e) => Err(protocol_error(&e)),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourcesResult, ErrorData> {
+        let resources = self.inner.proxy.resources().into_iter().map(|(_, r)| r).collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<ReadResourceResponse, ErrorData> {
+        match self.inner.proxy.read_resource(&request.uri).await {
+            Ok(result) => Ok(ReadResourceResponse::Complete(result)),
+            Err(e) if e.category == Category::UnknownTool => {
+                Err(ErrorData::resource_not_found(e.message.clone(), None))
+            }
+            Err(e) => Err(protocol_error(&e)),
+        }
+    }
+}
+
+/// Prompt and resource requests are not tool calls: their failures are JSON-RPC errors carrying the category.
+fn protocol_error(e: &ProxyError) -> ErrorData {
+    let data = serde_json::json!({ "category": e.category.as_str() });
+    match e.category {
+        Category::UnknownTool | Category::Validation => ErrorData::invalid_params(e.text(), Some(data)),
+        _ => ErrorData::internal_error(e.text(), Some(data)),
+    }
+}
+
+/// Serves one host connection over `transport` until the host closes it or `cancel` fires. A host that goes away
+/// before initializing is not an error.
+pub async fn serve<T, E, A>(server: ProxyServer, transport: T, cancel: CancellationToken) -> Result<()>
+where
+    T: IntoTransport<RoleServer, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let running = match server.serve_with_ct(transport, cancel.child_token()).await {
+        Ok(running) => running,
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_) | rmcp::service::ServerInitializeError::Cancelled) => {
+            return Ok(());
+        }
+        Err(e) => {
+            return Err(Error::Serve {
+                transport: "mcp",
+                message: e.to_string(),
+            });
+        }
+    };
+    let reason = running.waiting().await.map_err(|e| Error::Serve {
+        transport: "mcp",
+        message: format!("the service task failed: {e}"),
+    })?;
+    tracing::debug!(?reason, "host session ended");
+    Ok(())
+}
+
+/// Serves MCP on stdin/stdout until stdin closes, SIGINT or SIGTERM, then shuts the runtime down within
+/// `options.shutdown_bound` (no child process survives). `bridge` must be the one whose handlers the runtime has.
+///
+/// Reading stdin occupies a blocking thread that tokio cannot interrupt: after this returns on a signal, end the
+/// process (`std::process::exit`) rather than waiting for the tokio runtime to drop.
+pub async fn serve_stdio(
+    runtime: Runtime,
+    proxy: Proxy,
+    bridge: HostBridge,
+    options: ServeOptions,
+) -> Result<ShutdownReport> {
+    let server = ProxyServer::new(proxy, bridge);
+    let cancel = CancellationToken::new();
+    let signals = spawn_signal_watch(cancel.clone());
+    let served = serve(server.clone(), rmcp::transport::stdio(), cancel.clone()).await;
+    if let Err(e) = &served {
+        tracing::error!(error = %e, "stdio session failed");
+    }
+    server.stop();
+    signals.abort();
+    let report = runtime.shutdown(options.shutdown_bound).await;
+    tracing::info!(graceful = report.graceful, elapsed_ms = report.elapsed.as_millis() as u64, "pimcp-run stopped");
+    served.map(|()| report)
+}
+
+/// The whole stdio entry point of `pimcp-run`: installs a [`HostBridge`] as the runtime's handlers, starts the
+/// runtime, builds the [`Proxy`] and runs [`serve_stdio`].
+pub async fn run_stdio(options: RuntimeOptions, serve_options: ServeOptions) -> Result<ShutdownReport> {
+    let bridge = HostBridge::new();
+    let mut options = options;
+    options.handlers = bridge.handlers();
+    let config = options.config.clone();
+    let runtime = Runtime::start(options).await?;
+    let proxy = match Proxy::with_options(
+        runtime.handle(),
+        &config,
+        ProxyOptions {
+            spill: None,
+            bridge: Some(bridge.clone()),
+        },
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            runtime.shutdown(serve_options.shutdown_bound).await;
+            return Err(e);
+        }
+    };
+    serve_stdio(runtime, proxy, bridge, serve_options).await
+}
+
+/// Cancels `cancel` on SIGINT or SIGTERM.
+fn spawn_signal_watch(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+            tracing::warn!("cannot install SIGINT/SIGTERM handlers; only stdin EOF ends the server");
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        }
+        cancel.cancel();
+    })
+}
