@@ -94,7 +94,16 @@ fn forward(
             }
         }
         None => {
-            let _ = reply.send(Err(Error::UnknownServer { server }));
+            // The supervisor gave up on this server's actor: say so rather than "unknown server".
+            let err = match shared.board.state_of(&server) {
+                Some(crate::status::ServerState::Failed { reason }) => Error::CrashLoop {
+                    server,
+                    reason,
+                    failures: 0,
+                },
+                _ => Error::UnknownServer { server },
+            };
+            let _ = reply.send(Err(err));
         }
     }
 }

@@ -200,6 +200,68 @@ impl RuntimeHandle {
         self.catalog().server(server).and_then(|s| s.instructions.clone())
     }
 
+    /// `prompts/get` on one server (connecting it first when needed), within its request timeout.
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<rmcp::model::GetPromptResult> {
+        let mut params = rmcp::model::GetPromptRequestParams::new(name);
+        params.arguments = arguments;
+        let (peer, timeout) = self.live_peer(server).await?;
+        let operation = "prompts/get";
+        match tokio::time::timeout(timeout, peer.get_prompt_once(params)).await {
+            Ok(Ok(rmcp::model::GetPromptResponse::Complete(r))) => Ok(r),
+            Ok(Ok(_)) => Err(Error::InputRequired {
+                server: server.to_owned(),
+                tool: format!("prompt {name}"),
+                message: "the server asked for input while getting a prompt".into(),
+            }),
+            Ok(Err(e)) => Err(request_error(server, operation, e)),
+            Err(_) => Err(Error::OperationTimeout {
+                server: server.to_owned(),
+                operation: operation.into(),
+                after: timeout,
+            }),
+        }
+    }
+
+    /// `resources/read` on one server (connecting it first when needed), within its request timeout.
+    pub async fn read_resource(&self, server: &str, uri: &str) -> Result<rmcp::model::ReadResourceResult> {
+        let params = rmcp::model::ReadResourceRequestParams::new(uri);
+        let (peer, timeout) = self.live_peer(server).await?;
+        let operation = "resources/read";
+        match tokio::time::timeout(timeout, peer.read_resource_once(params)).await {
+            Ok(Ok(rmcp::model::ReadResourceResponse::Complete(r))) => Ok(r),
+            Ok(Ok(_)) => Err(Error::InputRequired {
+                server: server.to_owned(),
+                tool: format!("resource {uri}"),
+                message: "the server asked for input while reading a resource".into(),
+            }),
+            Ok(Err(e)) => Err(request_error(server, operation, e)),
+            Err(_) => Err(Error::OperationTimeout {
+                server: server.to_owned(),
+                operation: operation.into(),
+                after: timeout,
+            }),
+        }
+    }
+
+    /// The live peer of `server` (connecting it when needed; one retry if it closes in between).
+    async fn live_peer(&self, server: &str) -> Result<(rmcp::service::Peer<rmcp::RoleClient>, std::time::Duration)> {
+        for _ in 0..2 {
+            self.control(server, |reply| ServerMsg::Ensure { reply }).await??;
+            if let Some(live) = self.control(server, |reply| ServerMsg::LivePeer { reply }).await? {
+                return Ok(live);
+            }
+        }
+        Err(Error::Connection {
+            server: server.to_owned(),
+            message: "the connection closed right after connecting".into(),
+        })
+    }
+
     async fn control<T>(&self, server: &str, msg: impl FnOnce(oneshot::Sender<T>) -> ServerMsg) -> Result<T> {
         self.check_running()?;
         let actor = self.shared.server_ref(server).ok_or_else(|| Error::UnknownServer {
@@ -231,6 +293,22 @@ impl RuntimeHandle {
     }
 }
 
+/// Maps a failed one-off request (`prompts/get`, `resources/read`) to a categorized error.
+fn request_error(server: &str, operation: &str, e: rmcp::service::ServiceError) -> Error {
+    match e {
+        rmcp::service::ServiceError::McpError(e) => Error::Protocol {
+            server: server.to_owned(),
+            operation: operation.to_owned(),
+            code: e.code.0,
+            message: e.message.to_string(),
+        },
+        other => Error::Connection {
+            server: server.to_owned(),
+            message: format!("{operation} failed: {other}"),
+        },
+    }
+}
+
 /// A running runtime: the supervisor and its actor tree. Derefs to [`RuntimeHandle`].
 ///
 /// Compiled here; run the same code with `cargo run -p pimcp-actors --example basic` (a doctest's executable
@@ -259,7 +337,7 @@ impl RuntimeHandle {
 pub struct Runtime {
     handle: RuntimeHandle,
     supervisor: ActorRef<SupMsg>,
-    join: ractor::concurrency::JoinHandle<()>,
+    join: Option<ractor::concurrency::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -267,6 +345,25 @@ impl std::fmt::Debug for Runtime {
         f.debug_struct("Runtime")
             .field("handle", &self.handle)
             .finish_non_exhaustive()
+    }
+}
+
+/// Dropping a runtime without [`Runtime::shutdown`] stops every actor; each drops its connection, which kills the
+/// server's process group at once (no graceful close).
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let shared = &self.handle.shared;
+        if shared.shutting_down.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        shared.root.cancel();
+        for entry in shared.registry.iter() {
+            entry.value().stop(Some("runtime dropped".into()));
+        }
+        if let Some(r) = shared.router() {
+            r.stop(Some("runtime dropped".into()));
+        }
+        self.supervisor.stop(Some("runtime dropped".into()));
     }
 }
 
@@ -367,7 +464,7 @@ impl Runtime {
                 catalog_rx,
             },
             supervisor,
-            join,
+            join: Some(join),
         })
     }
 
@@ -379,7 +476,7 @@ impl Runtime {
     /// Graceful, bounded shutdown: new work is refused, in-flight calls end with `ShuttingDown`, every connection
     /// is closed (stdin close → grace → SIGTERM → SIGKILL of the process group); whatever is still up when 3/4 of
     /// `bound` has passed is killed. Returns within `bound` (plus scheduling noise).
-    pub async fn shutdown(self, bound: Duration) -> ShutdownReport {
+    pub async fn shutdown(mut self, bound: Duration) -> ShutdownReport {
         let started = Instant::now();
         let shared = self.handle.shared.clone();
         shared.shutting_down.store(true, Ordering::SeqCst);
@@ -405,7 +502,10 @@ impl Runtime {
         }
         self.supervisor.stop(Some("shutdown".into()));
         let remaining = bound.saturating_sub(started.elapsed());
-        let joined = tokio::time::timeout(remaining, self.join).await.is_ok();
+        let joined = match self.join.take() {
+            Some(join) => tokio::time::timeout(remaining, join).await.is_ok(),
+            None => true,
+        };
         ShutdownReport {
             graceful: graceful && joined,
             elapsed: started.elapsed(),

@@ -222,6 +222,10 @@ impl StatusBoard {
         self.servers.insert(status.name.clone(), status);
     }
 
+    pub(crate) fn state_of(&self, name: &str) -> Option<ServerState> {
+        self.servers.get(name).map(|s| s.state.clone())
+    }
+
     pub(crate) fn remove(&self, name: &str) {
         self.servers.remove(name);
     }

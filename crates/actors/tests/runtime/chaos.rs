@@ -246,7 +246,8 @@ async fn huge_output_arrives_whole() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_changed_burst_is_debounced_and_catalog_correct() {
-    let h = start(json!({"mcpServers": {"fx": stdio(&[])}})).await;
+    // Initialize era: every notification reaches the ClientHandler (no listen stream coalescing them).
+    let h = start(json!({"mcpServers": {"fx": {"command": fixture(), "protocol": "legacy"}}})).await;
     let rt = &h.rt;
     rt.connect("fx").await.unwrap();
     let mut events = rt.events();
@@ -315,8 +316,10 @@ async fn list_changed_storm_keeps_the_server_usable() {
     let h = start(json!({"mcpServers": {"storm": stdio(&["--list-changed-every", "2"])}})).await;
     let rt = &h.rt;
     rt.connect("storm").await.unwrap();
-    wait_until("an ephemeral tool was discovered", Duration::from_secs(10), || {
-        rt.catalog().tools().any(|t| t.name.starts_with("storm_ephemeral_"))
+    // Notifications on the 2026-07-28 listen stream lead to refreshes (catalog versions move on).
+    let v0 = rt.catalog().version();
+    wait_until("refreshes from the listen stream", Duration::from_secs(10), || {
+        rt.catalog().version() >= v0 + 3
     })
     .await;
     for i in 0..10 {
@@ -487,4 +490,22 @@ async fn wedged_server_is_torn_down_and_reconnected_by_health_checks() {
         .unwrap();
     assert_eq!(out.text(), "alive");
     rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_runtime_without_shutdown_kills_its_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("d.pid");
+    let config = json!({"mcpServers": {"d": {"command": fixture(), "args": ["--pid-file", pid_file.to_str().unwrap()], "lifecycle": "eager"}}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    wait_until("ready", Duration::from_secs(20), || {
+        state_of(&rt, "d") == ServerState::Ready
+    })
+    .await;
+    let pid = read_pid(&pid_file).unwrap();
+    drop(rt);
+    wait_until("server process gone after drop", Duration::from_secs(10), || {
+        !pid_alive(pid)
+    })
+    .await;
 }
