@@ -315,3 +315,19 @@ async fn reconfigure_keeps_unchanged_restarts_changed_and_stops_removed() {
     );
     h.rt.shutdown(Duration::from_secs(10)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_reads_every_page_and_warm_cache_connects_servers_without_metadata() {
+    let h = start(json!({
+        "settings": {"warmCache": true},
+        "mcpServers": {"many": stdio(&["--tools", "120", "--page-size", "7"])}
+    }))
+    .await;
+    let rt = &h.rt;
+    // warmCache: a lazy server with no metadata connects at start to fill the cache.
+    wait_until("warm-cache connect", Duration::from_secs(20), || state_of(rt, "many") == ServerState::Ready).await;
+    let tools = rt.list_tools(Some("many")).unwrap();
+    let resources = tools.iter().filter(|t| t.resource_uri.is_some()).count();
+    assert_eq!(tools.len() - resources, 14 + 120, "every tools/list page was read");
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
