@@ -56,6 +56,11 @@ pub(crate) enum ServerMsg {
     },
     /// Wall clock jumped (sleep/wake): check a live connection now.
     Revalidate,
+    /// The live connection's peer and request timeout, if connected, for one-off requests (`prompts/get`,
+    /// `resources/read`); restarts the idle timer. Added for the proxy's prompt and resource pass-through.
+    LivePeer {
+        reply: oneshot::Sender<Option<(Peer<RoleClient>, Duration)>>,
+    },
 
     Connected {
         generation: u64,
@@ -843,6 +848,17 @@ impl ServerActor {
                 if st.live.is_some() {
                     Self::run_health_check(myself, st, true);
                 }
+            }
+            ServerMsg::LivePeer { reply } => {
+                let live = st
+                    .live
+                    .as_ref()
+                    .filter(|l| !l.dead.is_cancelled() && !l.peer.is_transport_closed())
+                    .map(|l| (l.peer.clone(), st.cfg.timeouts.request));
+                if live.is_some() {
+                    Self::arm_idle(myself, st);
+                }
+                let _ = reply.send(live);
             }
             ServerMsg::Connected { generation, result } => Self::on_connected(myself, st, generation, result),
             ServerMsg::CallDone { generation, report } => {

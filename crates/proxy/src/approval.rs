@@ -98,8 +98,14 @@ mod tests {
             decision_of(ElicitationAction::Accept, Some(&c(ALLOW_SESSION))),
             ApprovalDecision::AllowForSession
         );
-        assert_eq!(decision_of(ElicitationAction::Accept, Some(&c(DENY))), ApprovalDecision::Deny);
-        assert_eq!(decision_of(ElicitationAction::Accept, Some(&c("yes"))), ApprovalDecision::Deny);
+        assert_eq!(
+            decision_of(ElicitationAction::Accept, Some(&c(DENY))),
+            ApprovalDecision::Deny
+        );
+        assert_eq!(
+            decision_of(ElicitationAction::Accept, Some(&c("yes"))),
+            ApprovalDecision::Deny
+        );
         assert_eq!(decision_of(ElicitationAction::Accept, None), ApprovalDecision::Deny);
         assert_eq!(
             decision_of(ElicitationAction::Decline, Some(&c(ALLOW_ONCE))),

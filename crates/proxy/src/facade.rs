@@ -205,9 +205,12 @@ struct Inner {
     config_generation: AtomicU64,
     spill: SpillDir,
     index: Mutex<Option<Arc<Indexed>>>,
-    validators: Mutex<HashMap<String, (Arc<JsonObject>, Arc<ArgsValidator>)>>,
+    validators: Mutex<HashMap<String, CachedValidator>>,
     bridge: OnceLock<HostBridge>,
 }
+
+/// A compiled validator and the schema it was compiled from (compared by pointer).
+type CachedValidator = (Arc<JsonObject>, Arc<ArgsValidator>);
 
 /// A search index and the catalog snapshot it was built from.
 pub(crate) struct Indexed {
@@ -328,16 +331,14 @@ impl Proxy {
 
     async fn dispatch(&self, request: ProxyRequest, ctx: &CallContext) -> ProxyResponse {
         match request {
-            ProxyRequest::AuthStart { server } | ProxyRequest::AuthComplete { server, .. } => {
-                ProxyError::new(
-                    Category::Other,
-                    format!("OAuth through the mcp tool is not available yet (server {server:?})."),
-                )
-                .with_hint(format!(
-                    "Run `pimcp-run auth login {server}` in a terminal, then mcp({{connect: {server:?}}})."
-                ))
-                .into()
-            }
+            ProxyRequest::AuthStart { server } | ProxyRequest::AuthComplete { server, .. } => ProxyError::new(
+                Category::Other,
+                format!("OAuth through the mcp tool is not available yet (server {server:?})."),
+            )
+            .with_hint(format!(
+                "Run `pimcp-run auth login {server}` in a terminal, then mcp({{connect: {server:?}}})."
+            ))
+            .into(),
             ProxyRequest::Call { tool, args, server } => self.call(&tool, args, server.as_deref(), ctx).await,
             ProxyRequest::Connect { server } => respond(self.connect(&server).await.map(|l| l.text())),
             ProxyRequest::Describe { tool, server } => {
@@ -455,7 +456,10 @@ impl Proxy {
             .map_err(|e| self.runtime_error(e, Some(tool)))?;
         let config = self.config();
         Ok(ToolInfo {
-            doc: tool_doc(&resolved, &keywords_for(config.server(&resolved.server), &config, &resolved)),
+            doc: tool_doc(
+                &resolved,
+                &keywords_for(config.server(&resolved.server), &config, &resolved),
+            ),
             title: resolved.title.clone(),
             output_schema: resolved.output_schema.as_ref().map(|s| Value::Object((**s).clone())),
             resource_uri: resolved.resource_uri.clone(),
@@ -478,16 +482,23 @@ impl Proxy {
     }
 
     /// Calls an already resolved tool (direct tools go straight here).
-    pub async fn call_resolved(&self, tool: &CatalogTool, args: Map<String, Value>, ctx: &CallContext) -> ProxyResponse {
+    pub async fn call_resolved(
+        &self,
+        tool: &CatalogTool,
+        args: Map<String, Value>,
+        ctx: &CallContext,
+    ) -> ProxyResponse {
         if let Err(e) = self.check_args(tool, &args) {
             return e.into();
         }
         let bridge = self.inner.bridge.get();
         let refusals_before = bridge.map(|b| b.refusals(&tool.server));
-        let mut opts = CallOptions::default();
-        opts.server = Some(tool.server.clone());
-        opts.timeout = ctx.timeout;
-        opts.cancel = ctx.cancel.clone();
+        let opts = CallOptions {
+            server: Some(tool.server.clone()),
+            timeout: ctx.timeout,
+            cancel: ctx.cancel.clone(),
+            ..CallOptions::default()
+        };
         let outcome = self.inner.runtime.call(&tool.name, Some(args), opts).await;
         match outcome {
             Ok(output) => self.render(tool, output),
@@ -544,7 +555,10 @@ impl Proxy {
         arguments: Option<JsonObject>,
     ) -> std::result::Result<GetPromptResult, ProxyError> {
         let Some(entry) = self.prompts().into_iter().find(|p| p.name == name) else {
-            return Err(ProxyError::new(Category::UnknownTool, format!("prompt {name:?} not found.")));
+            return Err(ProxyError::new(
+                Category::UnknownTool,
+                format!("prompt {name:?} not found."),
+            ));
         };
         self.inner
             .runtime
@@ -588,7 +602,11 @@ impl Proxy {
     pub(crate) fn indexed(&self) -> Arc<Indexed> {
         let catalog = self.inner.runtime.catalog();
         let generation = self.inner.config_generation.load(Ordering::SeqCst);
-        let mut slot = self.inner.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut slot = self
+            .inner
+            .index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(current) = slot.as_ref()
             && Arc::ptr_eq(&current.catalog, &catalog)
             && current.config_generation == generation
@@ -655,13 +673,12 @@ impl Proxy {
         result.structured_content = output.structured_content;
         let mut rendered = render_call_result(&result);
         if !is_error && let Some(schema) = &tool.output_schema {
-            let report = validate_output(
-                result.structured_content.as_ref(),
-                &Value::Object((**schema).clone()),
-            );
+            let report = validate_output(result.structured_content.as_ref(), &Value::Object((**schema).clone()));
             if !report.valid {
                 tracing::warn!(server = %tool.server, tool = %tool.original, "{}", report.summary());
-                rendered.pieces.push(Piece::Text(format!("[note: {}]", report.summary())));
+                rendered
+                    .pieces
+                    .push(Piece::Text(format!("[note: {}]", report.summary())));
             }
         }
         let guard = self.config().settings.output_guard;
@@ -774,7 +791,10 @@ impl Proxy {
                 }
                 error
             }
-            RuntimeError::AmbiguousTool { name: wanted, candidates } => {
+            RuntimeError::AmbiguousTool {
+                name: wanted,
+                candidates,
+            } => {
                 let indexed = self.indexed();
                 let docs: Vec<&ToolDoc> = candidates
                     .iter()

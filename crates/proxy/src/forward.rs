@@ -88,17 +88,16 @@ impl HostBridge {
 
     /// Remembers an initialized host session (the most recent capable one answers forwarded requests).
     pub fn attach(&self, peer: Peer<RoleServer>) {
-        let mut hosts = self.inner.hosts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut hosts = self
+            .inner
+            .hosts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         hosts.retain(|p| !p.is_transport_closed());
         if hosts.len() >= MAX_HOSTS {
             hosts.remove(0);
         }
         hosts.push(peer);
-    }
-
-    /// Whether some live host declared the capability.
-    pub(crate) fn can(&self, need: Need) -> bool {
-        self.host(need).is_some()
     }
 
     /// Requests refused for `server` so far because no host could answer them.
@@ -121,9 +120,10 @@ impl HostBridge {
 
     /// The most recent live host that declared `need`.
     pub(crate) fn host(&self, need: Need) -> Option<Peer<RoleServer>> {
-        self.hosts().into_iter().rev().find(|p| {
-            !p.is_transport_closed() && p.peer_info().is_some_and(|info| need.declared(&info.capabilities))
-        })
+        self.hosts()
+            .into_iter()
+            .rev()
+            .find(|p| !p.is_transport_closed() && p.peer_info().is_some_and(|info| need.declared(&info.capabilities)))
     }
 }
 

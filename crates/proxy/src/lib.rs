@@ -35,12 +35,12 @@ pub use guard::{
 };
 pub use render::{Binary, BinaryKind, EMPTY_ERROR, EMPTY_RESULT, Piece, Rendered, human_bytes, render_call_result};
 pub use request::{PARAMS, ProxyRequest, parse_request};
-pub use server::{
-    DEFAULT_SHUTDOWN_BOUND, ProxyServer, SERVER_NAME, SURFACE_DEBOUNCE, ServeOptions, run_stdio, serve, serve_stdio,
-};
 pub use search::{
     DEFAULT_LIMIT, DEFAULT_SUGGESTIONS, Lookup, MAX_LIMIT, MAX_QUERY_TOKENS, MAX_REGEX_CHARS, MatchKind, SearchHit,
     SearchIndex, SearchPage, SearchQuery, ToolDoc,
+};
+pub use server::{
+    DEFAULT_SHUTDOWN_BOUND, ProxyServer, SERVER_NAME, SURFACE_DEBOUNCE, ServeOptions, run_stdio, serve, serve_stdio,
 };
 pub use shapes::{DEFAULT_SHAPE_CHARS, MAX_ENUM_VALUES, MAX_REF_DEPTH, shape, shape_within};
 pub use text::{

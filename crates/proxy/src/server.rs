@@ -231,7 +231,11 @@ impl ProxyServer {
             return;
         }
         let peers = {
-            let mut peers = self.inner.peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut peers = self
+                .inner
+                .peers
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             peers.retain(|p| !p.is_transport_closed());
             peers.clone()
         };
@@ -305,7 +309,11 @@ impl ServerHandler for ProxyServer {
             "host initialized"
         );
         self.inner.bridge.attach(context.peer.clone());
-        let mut peers = self.inner.peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut peers = self
+            .inner
+            .peers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         peers.retain(|p| !p.is_transport_closed());
         peers.push(context.peer);
     }
@@ -429,7 +437,9 @@ where
 {
     let running = match server.serve_with_ct(transport, cancel.child_token()).await {
         Ok(running) => running,
-        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_) | rmcp::service::ServerInitializeError::Cancelled) => {
+        Err(
+            rmcp::service::ServerInitializeError::ConnectionClosed(_) | rmcp::service::ServerInitializeError::Cancelled,
+        ) => {
             return Ok(());
         }
         Err(e) => {
@@ -468,7 +478,11 @@ pub async fn serve_stdio(
     server.stop();
     signals.abort();
     let report = runtime.shutdown(options.shutdown_bound).await;
-    tracing::info!(graceful = report.graceful, elapsed_ms = report.elapsed.as_millis() as u64, "pimcp-run stopped");
+    tracing::info!(
+        graceful = report.graceful,
+        elapsed_ms = report.elapsed.as_millis() as u64,
+        "pimcp-run stopped"
+    );
     served.map(|()| report)
 }
 

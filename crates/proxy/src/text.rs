@@ -140,7 +140,9 @@ impl ProxyError {
 impl From<&Error> for ProxyError {
     fn from(e: &Error) -> Self {
         let category = match e {
-            Error::Spill { .. } | Error::SpillBudget { .. } | Error::Serve { .. } | Error::Runtime(_) => Category::Other,
+            Error::Spill { .. } | Error::SpillBudget { .. } | Error::Serve { .. } | Error::Runtime(_) => {
+                Category::Other
+            }
             _ => Category::Validation,
         };
         ProxyError::new(category, e.to_string())
