@@ -6,6 +6,7 @@
 
 mod commands;
 mod output;
+mod progress;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,13 +45,24 @@ pub(crate) struct Cli {
 }
 
 fn main() -> ExitCode {
+    // pimcp-run is its own guardian shim for stdio servers (`pimcp-run __pimcp_shim__ …` never returns).
+    pimcp_actors::shim_main_if_requested();
     let cli = Cli::parse();
     init_logging();
+    let json = cli.command.as_ref().is_some_and(commands::Command::json);
     let code = match commands::run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("pimcp-run: {}", output::error_chain(&err));
-            commands::exit_code_for(&err)
+            let message = output::error_chain(&err);
+            eprintln!("pimcp-run: {message}");
+            let code = commands::exit_code_for(&err);
+            if json {
+                let _ = output::print_json(&serde_json::json!({
+                    "schema": "pimcp/error/v1",
+                    "error": { "category": commands::error_category(&err), "message": message, "exitCode": code },
+                }));
+            }
+            code
         }
     };
     ExitCode::from(code)
@@ -64,8 +76,14 @@ fn init_logging() {
         .or_else(|| std::env::var("RUST_LOG").ok())
         .and_then(|spec| EnvFilter::try_new(spec).ok())
         .unwrap_or_else(|| EnvFilter::new("warn"));
+    let ansi = output::colour_allowed(
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        std::env::var("NO_COLOR").ok().as_deref(),
+        std::env::var("TERM").ok().as_deref(),
+    );
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();

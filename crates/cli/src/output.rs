@@ -1,5 +1,7 @@
-//! Small helpers for human output: paths shortened with `~`, error chains, and one-line JSON values.
+//! Small helpers for human output: paths shortened with `~`, error chains, one-line JSON values, colour that is
+//! used only on a terminal and never with `NO_COLOR`, and left-aligned tables.
 
+use std::io::IsTerminal;
 use std::path::Path;
 
 use serde_json::Value;
@@ -43,4 +45,193 @@ pub(crate) fn compact(value: &Value) -> String {
 pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
+}
+
+/// Whether colour may be used on a stream: it is a terminal, `NO_COLOR` is unset or empty, and `TERM` is not `dumb`.
+pub(crate) fn colour_allowed(is_terminal: bool, no_color: Option<&str>, term: Option<&str>) -> bool {
+    is_terminal && no_color.is_none_or(str::is_empty) && term != Some("dumb")
+}
+
+/// Terminal colours used by the tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Colour {
+    Green,
+    Yellow,
+    Red,
+    Dim,
+    Bold,
+    Cyan,
+}
+
+impl Colour {
+    fn code(self) -> &'static str {
+        match self {
+            Colour::Green => "32",
+            Colour::Yellow => "33",
+            Colour::Red => "31",
+            Colour::Dim => "2",
+            Colour::Bold => "1",
+            Colour::Cyan => "36",
+        }
+    }
+}
+
+/// Whether to paint, decided once per stream.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Style {
+    pub colour: bool,
+}
+
+impl Style {
+    /// The style for stdout.
+    pub(crate) fn stdout() -> Style {
+        Style {
+            colour: colour_allowed(
+                std::io::stdout().is_terminal(),
+                std::env::var("NO_COLOR").ok().as_deref(),
+                std::env::var("TERM").ok().as_deref(),
+            ),
+        }
+    }
+
+    /// `text` wrapped in the colour's escape codes, or unchanged when colour is off.
+    pub(crate) fn paint(self, text: &str, colour: Option<Colour>) -> String {
+        match colour {
+            Some(c) if self.colour && !text.is_empty() => format!("\x1b[{}m{text}\x1b[0m", c.code()),
+            _ => text.to_owned(),
+        }
+    }
+}
+
+/// One table cell: text plus an optional colour (applied after padding, so alignment ignores escape codes).
+#[derive(Debug, Clone)]
+pub(crate) struct Cell {
+    pub text: String,
+    pub colour: Option<Colour>,
+}
+
+impl From<String> for Cell {
+    fn from(text: String) -> Cell {
+        Cell { text, colour: None }
+    }
+}
+
+impl From<&str> for Cell {
+    fn from(text: &str) -> Cell {
+        Cell {
+            text: text.to_owned(),
+            colour: None,
+        }
+    }
+}
+
+/// `text` in `colour`.
+pub(crate) fn cell(text: impl Into<String>, colour: Option<Colour>) -> Cell {
+    Cell {
+        text: text.into(),
+        colour,
+    }
+}
+
+/// A left-aligned table with a header row; columns are separated by two spaces and the last column is not padded.
+#[derive(Debug, Clone)]
+pub(crate) struct Table {
+    headers: Vec<String>,
+    rows: Vec<Vec<Cell>>,
+}
+
+impl Table {
+    pub(crate) fn new(headers: &[&str]) -> Table {
+        Table {
+            headers: headers.iter().map(|h| (*h).to_owned()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub(crate) fn row(&mut self, cells: Vec<Cell>) {
+        self.rows.push(cells);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub(crate) fn render(&self, style: Style) -> String {
+        let n_cols = self.headers.len();
+        let mut widths: Vec<usize> = self.headers.iter().map(|h| width(h)).collect();
+        for row in &self.rows {
+            for (idx, c) in row.iter().enumerate().take(n_cols) {
+                widths[idx] = widths[idx].max(width(&c.text));
+            }
+        }
+        let mut out = String::new();
+        let header: Vec<Cell> = self
+            .headers
+            .iter()
+            .map(|h| cell(h.clone(), Some(Colour::Bold)))
+            .collect();
+        for row in std::iter::once(&header).chain(self.rows.iter()) {
+            let mut line = String::new();
+            for (idx, c) in row.iter().enumerate().take(n_cols) {
+                if idx > 0 {
+                    line.push_str("  ");
+                }
+                line.push_str(&style.paint(&c.text, c.colour));
+                if idx + 1 < n_cols.min(row.len()) {
+                    line.push_str(&" ".repeat(widths[idx].saturating_sub(width(&c.text))));
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Display width in terminal columns, counting every char as one column.
+pub(crate) fn width(text: &str) -> usize {
+    text.chars().count()
+}
+
+/// `text` on one line (whitespace runs collapsed), cut to `max` chars with `…`.
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if joined.chars().count() <= max {
+        return joined;
+    }
+    let mut out: String = joined.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_needs_a_terminal_and_no_no_color() {
+        assert!(colour_allowed(true, None, Some("xterm")));
+        assert!(colour_allowed(true, Some(""), None), "an empty NO_COLOR does not count");
+        assert!(!colour_allowed(true, Some("1"), Some("xterm")));
+        assert!(!colour_allowed(false, None, Some("xterm")));
+        assert!(!colour_allowed(true, None, Some("dumb")));
+    }
+
+    #[test]
+    fn tables_align_without_counting_escape_codes() {
+        let mut table = Table::new(&["NAME", "STATE", "NOTE"]);
+        table.row(vec!["a".into(), cell("ready", Some(Colour::Green)), "z".into()]);
+        table.row(vec!["longer".into(), "cached".into(), "".into()]);
+        let plain = table.render(Style { colour: false });
+        assert_eq!(plain, "NAME    STATE   NOTE\na       ready   z\nlonger  cached\n");
+        let painted = table.render(Style { colour: true });
+        assert!(painted.contains("\x1b[32mready\x1b[0m   "), "{painted:?}");
+        assert!(painted.starts_with("\x1b[1mNAME\x1b[0m    "), "{painted:?}");
+    }
+
+    #[test]
+    fn one_line_collapses_and_cuts() {
+        assert_eq!(one_line("a\n  b\tc", 10), "a b c");
+        assert_eq!(one_line("abcdefghijkl", 5), "abcd…");
+    }
 }

@@ -1,11 +1,15 @@
 //! The command families of `pimcp-run`, one module each, and what they share: the load options built from the
-//! global flags and the mapping from failures to exit codes. New families (`status`, `search`, `call`, `serve`,
-//! `auth`, …) add a variant to [`Command`] and a module here.
+//! global flags, the in-process runtime session (`session`), and the mapping from failures to exit codes and
+//! `--json` error objects. New families add a variant to [`Command`] and a module here.
 
 mod config;
+mod connect;
 mod edit;
 mod init;
 mod launch;
+mod prompts;
+mod session;
+mod status;
 mod trust;
 
 use std::path::PathBuf;
@@ -32,6 +36,30 @@ pub(crate) enum Command {
     Enable(edit::NameArgs),
     /// Disable a server in this project (writes `disabled: true` into `.pi/mcp.json`).
     Disable(edit::NameArgs),
+    /// Show every server's state (from the metadata cache, or live with `--connect`).
+    Status(status::StatusArgs),
+    /// Connect a server now, refresh its cached metadata and list its tools.
+    Connect(connect::ConnectArgs),
+    /// List the prompts servers offer.
+    Prompts(prompts::PromptsArgs),
+}
+
+impl Command {
+    /// Whether the command was asked for machine-readable output (failures are then reported as JSON too).
+    pub(crate) fn json(&self) -> bool {
+        match self {
+            Command::Status(a) => a.json,
+            Command::Connect(a) => a.json,
+            Command::Prompts(a) => a.json,
+            Command::Config(_)
+            | Command::Init(_)
+            | Command::Trust(_)
+            | Command::Add(_)
+            | Command::Remove(_)
+            | Command::Enable(_)
+            | Command::Disable(_) => false,
+        }
+    }
 }
 
 /// What every command gets.
@@ -67,6 +95,9 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Remove(args)) => edit::remove(&ctx, args),
         Some(Command::Enable(args)) => edit::set_disabled(&ctx, args, false),
         Some(Command::Disable(args)) => edit::set_disabled(&ctx, args, true),
+        Some(Command::Status(args)) => status::run(&ctx, args),
+        Some(Command::Connect(args)) => connect::run(&ctx, args),
+        Some(Command::Prompts(args)) => prompts::run(&ctx, args),
     }
 }
 
@@ -94,10 +125,14 @@ pub(crate) fn usage(message: impl Into<String>) -> anyhow::Error {
     .into()
 }
 
-/// The exit code of a failure: 2 for usage and configuration errors, 1 otherwise.
+/// The exit code of a failure: 2 for usage and configuration errors (including an unknown server or tool and
+/// arguments that do not match a tool's schema), 1 otherwise.
 pub(crate) fn exit_code_for(err: &anyhow::Error) -> u8 {
     if let Some(exit) = err.downcast_ref::<Exit>() {
         return exit.code;
+    }
+    if let Some(err) = err.downcast_ref::<pimcp_actors::Error>() {
+        return exit_code_for_category(err.category());
     }
     match err.downcast_ref::<pimcp_config::Error>() {
         Some(
@@ -108,5 +143,35 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> u8 {
             | pimcp_config::Error::NotEditable { .. },
         ) => EXIT_USAGE,
         _ => EXIT_FAILED,
+    }
+}
+
+/// 2 for what the person must fix in the command line or configuration, 1 for everything that failed at run time.
+pub(crate) fn exit_code_for_category(category: pimcp_actors::ErrorCategory) -> u8 {
+    use pimcp_actors::ErrorCategory as C;
+    match category {
+        C::UnknownTool | C::Validation | C::Config | C::Untrusted => EXIT_USAGE,
+        C::NeedsAuth | C::Timeout | C::Connection | C::Approval | C::InputRequired | C::ToolError | C::Other => {
+            EXIT_FAILED
+        }
+    }
+}
+
+/// The `category` of a failure in `--json` error objects: a SPEC 11 category, or `usage` / `interrupted`.
+pub(crate) fn error_category(err: &anyhow::Error) -> &'static str {
+    if let Some(exit) = err.downcast_ref::<Exit>() {
+        return match exit.code {
+            EXIT_USAGE => "usage",
+            session::EXIT_INTERRUPTED => "interrupted",
+            _ => "other",
+        };
+    }
+    if let Some(err) = err.downcast_ref::<pimcp_actors::Error>() {
+        return err.category().as_str();
+    }
+    if exit_code_for(err) == EXIT_USAGE {
+        "config"
+    } else {
+        "other"
     }
 }
