@@ -1178,8 +1178,11 @@ impl Actor for ServerActor {
         }
         Self::fail_waiters(st, Error::ShuttingDown);
         if let Some(live) = st.live.take() {
+            // Stopped (shutdown past its graceful phase, runtime dropped, or a failed actor): no grace left.
+            // Dropping the connection kills the server's process group at once.
             live.watch_stop.cancel();
-            live.conn.close(st.shared.tuning.close_grace).await;
+            live.dead.cancel();
+            drop(live);
         }
         Ok(())
     }

@@ -325,7 +325,10 @@ async fn discovery_reads_every_page_and_warm_cache_connects_servers_without_meta
     .await;
     let rt = &h.rt;
     // warmCache: a lazy server with no metadata connects at start to fill the cache.
-    wait_until("warm-cache connect", Duration::from_secs(20), || state_of(rt, "many") == ServerState::Ready).await;
+    wait_until("warm-cache connect", Duration::from_secs(20), || {
+        state_of(rt, "many") == ServerState::Ready
+    })
+    .await;
     let tools = rt.list_tools(Some("many")).unwrap();
     let resources = tools.iter().filter(|t| t.resource_uri.is_some()).count();
     assert_eq!(tools.len() - resources, 14 + 120, "every tools/list page was read");

@@ -393,9 +393,19 @@ async fn shutdown_with_twenty_servers_and_calls_in_flight_is_bounded_and_leaves_
     for i in 0..20 {
         let pid = dir.path().join(format!("s{i}.pid"));
         let gc = dir.path().join(format!("s{i}.gc"));
+        // Half of them ignore SIGTERM and stdin EOF: only the SIGKILL escalation ends them.
+        let mut flags = vec![
+            "--pid-file",
+            pid.to_str().unwrap(),
+            "--spawn-grandchild",
+            gc.to_str().unwrap(),
+        ];
+        if i % 2 == 0 {
+            flags.push("--ignore-sigterm");
+        }
         servers.insert(
             format!("s{i}"),
-            json!({"command": fixture(), "args": ["--pid-file", pid.to_str().unwrap(), "--spawn-grandchild", gc.to_str().unwrap()], "lifecycle": "eager"}),
+            json!({"command": fixture(), "args": flags, "lifecycle": "eager"}),
         );
     }
     let rt = start_in(dir.path(), &json!({"mcpServers": servers}), tuning()).await;
