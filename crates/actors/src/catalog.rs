@@ -346,12 +346,14 @@ impl Catalog {
             n if n > 1 => return Resolution::Ambiguous(fuzzy.iter().map(|t| t.name.clone()).collect()),
             _ => {}
         }
+        // An implied server that cannot start (disabled, untrusted, misconfigured) is asked too, so the caller gets
+        // that server's refusal rather than "unknown tool" or another server's connect error.
         let undiscovered_implied: Vec<String> = implied
             .iter()
             .filter(|s| {
                 self.servers
                     .get(*s)
-                    .is_some_and(|sc| sc.available && sc.source != Some(MetadataSource::Live))
+                    .is_some_and(|sc| !sc.available || sc.source != Some(MetadataSource::Live))
             })
             .cloned()
             .collect();

@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     /// Root of the cancellation tree; each ServerActor holds a child.
     pub root: CancellationToken,
     pub shutting_down: AtomicBool,
+    /// Longest `startup + request` timeout of any server, in ms: bounds how long a control request may wait.
+    pub connect_budget_ms: std::sync::atomic::AtomicU64,
     /// `(server, original tool)` pairs the host allowed for this session.
     pub approvals: DashMap<(String, String), ()>,
 }
@@ -52,6 +54,22 @@ impl Shared {
             Ok(g) => g.clone(),
             Err(p) => p.into_inner().clone(),
         }
+    }
+
+    /// How long a control request (connect, resolve with discovery) may wait for its answer.
+    pub(crate) fn control_timeout(&self) -> std::time::Duration {
+        let budget = std::time::Duration::from_millis(self.connect_budget_ms.load(Ordering::Relaxed));
+        budget + crate::runtime::CONTROL_REPLY_SLACK
+    }
+
+    pub(crate) fn set_connect_budget(&self, servers: &[pimcp_config::ServerConfig]) {
+        let max = servers
+            .iter()
+            .map(|s| s.timeouts.startup + s.timeouts.request)
+            .max()
+            .unwrap_or_default();
+        self.connect_budget_ms
+            .store(u64::try_from(max.as_millis()).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {

@@ -138,7 +138,14 @@ impl RuntimeHandle {
                 reply: tx,
             })
             .map_err(|_| Error::actor("the router is not running"))?;
-        rx.await.map_err(|_| Error::actor("the router dropped the request"))?
+        match tokio::time::timeout(self.shared.control_timeout(), rx).await {
+            Ok(reply) => reply.map_err(|_| Error::actor("the router dropped the request"))?,
+            Err(_) => Err(Error::OperationTimeout {
+                server: server.unwrap_or("*").to_owned(),
+                operation: format!("resolving `{name}`"),
+                after: self.shared.control_timeout(),
+            }),
+        }
     }
 
     /// Calls a tool by name. Always ends with a result or a categorized error.
@@ -272,10 +279,17 @@ impl RuntimeHandle {
             server: server.to_owned(),
             message: "server actor is restarting".into(),
         })?;
-        rx.await.map_err(|_| Error::Connection {
-            server: server.to_owned(),
-            message: "server actor stopped".into(),
-        })
+        match tokio::time::timeout(self.shared.control_timeout(), rx).await {
+            Ok(reply) => reply.map_err(|_| Error::Connection {
+                server: server.to_owned(),
+                message: "server actor stopped".into(),
+            }),
+            Err(_) => Err(Error::OperationTimeout {
+                server: server.to_owned(),
+                operation: "a control request".into(),
+                after: self.shared.control_timeout(),
+            }),
+        }
     }
 
     fn router(&self) -> Result<ActorRef<RouterMsg>> {
@@ -441,8 +455,10 @@ impl Runtime {
             known: Mutex::new(BTreeMap::new()),
             root: CancellationToken::new(),
             shutting_down: AtomicBool::new(false),
+            connect_budget_ms: std::sync::atomic::AtomicU64::new(0),
             approvals: DashMap::new(),
         });
+        shared.set_connect_budget(&config.servers);
         let known_for_catalog: BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)> = initial
             .iter()
             .map(|(k, (m, s))| (k.clone(), (Arc::new(m.clone()), *s)))

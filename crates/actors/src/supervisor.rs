@@ -117,6 +117,7 @@ impl SupervisorActor {
     async fn reconfigure(myself: &ActorRef<SupMsg>, st: &mut SupState, config: Arc<Config>) {
         let old = st.config.clone();
         st.config = config.clone();
+        st.shared.set_connect_budget(&config.servers);
         if let Ok(mut names) = st.shared.configured.write() {
             *names = config.servers.iter().map(|s| s.name.clone()).collect();
         }

@@ -334,3 +334,31 @@ async fn discovery_reads_every_page_and_warm_cache_connects_servers_without_meta
     assert_eq!(tools.len() - resources, 14 + 120, "every tools/list page was read");
     h.rt.shutdown(Duration::from_secs(10)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_extends_the_call_deadline_up_to_the_total_cap() {
+    // toolTimeout 1 s: a 3 s call that reports progress every 0.5 s completes...
+    let h = start(json!({"mcpServers": {"fx": {"command": fixture(), "toolTimeout": 1}}})).await;
+    let rt = &h.rt;
+    let out = rt
+        .call("fx_slow", args(json!({"ms": 3000, "steps": 6})), CallOptions::default())
+        .await
+        .unwrap();
+    assert!(out.text().contains("slept 3000 ms"), "{}", out.text());
+    // ...but not past the total cap, and a silent call times out.
+    let opts = CallOptions {
+        max_total: Some(Duration::from_millis(1500)),
+        ..CallOptions::default()
+    };
+    let e = rt
+        .call("fx_slow", args(json!({"ms": 3000, "steps": 6})), opts)
+        .await
+        .unwrap_err();
+    assert_eq!(e.category(), ErrorCategory::Timeout, "{e}");
+    let e = rt
+        .call("fx_slow", args(json!({"ms": 3000})), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.category(), ErrorCategory::Timeout, "{e}");
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
