@@ -94,6 +94,17 @@ impl Style {
         }
     }
 
+    /// The style for stderr.
+    pub(crate) fn stderr() -> Style {
+        Style {
+            colour: colour_allowed(
+                std::io::stderr().is_terminal(),
+                std::env::var("NO_COLOR").ok().as_deref(),
+                std::env::var("TERM").ok().as_deref(),
+            ),
+        }
+    }
+
     /// `text` wrapped in the colour's escape codes, or unchanged when colour is off.
     pub(crate) fn paint(self, text: &str, colour: Option<Colour>) -> String {
         match colour {

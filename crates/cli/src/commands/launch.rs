@@ -1,47 +1,68 @@
-//! `pimcp-run` with no command. Hosts start it this way and speak MCP over stdio; a person at a terminal gets the
-//! config entry to paste into a host and a one-screen summary instead of a silent wait.
-//!
-//! The stdio server itself arrives with the runtime: until then a non-terminal start prints the same hint and exits 2.
+//! `pimcp-run` with no command. Hosts start it this way and speak MCP over stdio (stdin is not a terminal): the
+//! runtime starts with `pimcp-run` as its own guardian shim and the `mcp` proxy is served until stdin closes,
+//! SIGINT or SIGTERM. A person at a terminal gets the config entry to paste into a host and a one-screen summary
+//! instead of a silent wait.
 
 use std::io::IsTerminal;
 
-use pimcp_config::Availability;
+use std::time::SystemTime;
 
-use super::Ctx;
-use crate::{EXIT_OK, EXIT_USAGE};
+use pimcp_proxy::ServeOptions;
+
+use super::session::{SHUTDOWN_BOUND, SessionOptions, block_on, load_config, runtime_options, with_session};
+use super::{Ctx, status};
+use crate::output::Style;
+use crate::{EXIT_FAILED, EXIT_OK};
 
 /// The entry hosts need.
 pub(crate) const HOST_ENTRY: &str = r#"{"mcpServers": {"pimcp": {"command": "pimcp-run"}}}"#;
 
 pub(crate) fn run(ctx: &Ctx) -> anyhow::Result<u8> {
-    let interactive = std::io::stdin().is_terminal();
-    let mut text = format!(
-        "pimcp-run fronts all your MCP servers with one `mcp` tool. Hosts (Claude Code, Cursor, Codex, Pi, Zed, VS Code, …)\n\
-         start it over stdio; add this entry to the host's MCP config:\n\n  {HOST_ENTRY}\n"
-    );
-    if interactive {
-        let config = pimcp_config::load(&ctx.opts);
-        text.push_str(&format!("\nConfigured servers ({}):\n", config.servers.len()));
-        for server in &config.servers {
-            let state = match &server.availability {
-                Availability::Available => "available".to_string(),
-                Availability::Disabled => "disabled".to_string(),
-                Availability::Untrusted { trust_command, .. } => format!("untrusted (run `{trust_command}`)"),
-                Availability::ConfigError { message } => format!("config error: {message}"),
-            };
-            text.push_str(&format!("  {:<24} {state}\n", server.name));
-        }
-        let errors = config.problems.iter().filter(|p| p.is_error()).count();
-        if errors > 0 {
-            text.push_str(&format!(
-                "\n{errors} configuration error(s): run `pimcp-run config check`.\n"
-            ));
-        }
-        text.push_str("\nRun `pimcp-run --help` for the commands.\n");
-        eprint!("{text}");
-        Ok(EXIT_OK)
-    } else {
-        eprint!("{text}");
-        Ok(EXIT_USAGE)
+    if !std::io::stdin().is_terminal() {
+        serve_stdio(ctx);
     }
+    hint(ctx)
+}
+
+/// Serves MCP over stdio and ends the process: the blocking stdin reader cannot be joined, so the process exits
+/// as soon as the runtime has shut down (every server process is gone by then).
+fn serve_stdio(ctx: &Ctx) -> ! {
+    let config = load_config(ctx);
+    let options = runtime_options(ctx, config);
+    let code = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => {
+            let served = rt.block_on(pimcp_proxy::run_stdio(
+                options,
+                ServeOptions::default().with_shutdown_bound(SHUTDOWN_BOUND),
+            ));
+            match served {
+                Ok(report) => {
+                    tracing::debug!(graceful = report.graceful, elapsed = ?report.elapsed, "served");
+                    EXIT_OK
+                }
+                Err(e) => {
+                    eprintln!("pimcp-run: {e}");
+                    EXIT_FAILED
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("pimcp-run: cannot start the async runtime: {e}");
+            EXIT_FAILED
+        }
+    };
+    std::process::exit(i32::from(code));
+}
+
+fn hint(ctx: &Ctx) -> anyhow::Result<u8> {
+    eprint!(
+        "pimcp-run fronts all your MCP servers with one `mcp` tool. Hosts (Claude Code, Cursor, Codex, Pi, Zed, VS Code, …)\n\
+         start it over stdio; add this entry to the host's MCP config:\n\n  {HOST_ENTRY}\n\n"
+    );
+    let snapshot = block_on(with_session(ctx, SessionOptions::default(), async |session| {
+        Ok(session.handle().status())
+    }))?;
+    eprint!("{}", status::render(&snapshot, Style::stderr(), SystemTime::now()));
+    eprintln!("\nRun `pimcp-run --help` for the commands (status, search, describe, call, connect, prompts, …).");
+    Ok(EXIT_OK)
 }

@@ -2,12 +2,15 @@
 //! global flags, the in-process runtime session (`session`), and the mapping from failures to exit codes and
 //! `--json` error objects. New families add a variant to [`Command`] and a module here.
 
+mod call;
 mod config;
 mod connect;
+mod describe;
 mod edit;
 mod init;
 mod launch;
 mod prompts;
+mod search;
 mod session;
 mod status;
 mod trust;
@@ -38,6 +41,12 @@ pub(crate) enum Command {
     Disable(edit::NameArgs),
     /// Show every server's state (from the metadata cache, or live with `--connect`).
     Status(status::StatusArgs),
+    /// Search the tools of every server (works offline from the metadata cache).
+    Search(search::SearchArgs),
+    /// Show one tool in full: description, parameters, input and output schemas.
+    Describe(describe::DescribeArgs),
+    /// Call a tool: `call NAME '{"arg": "value"}'`.
+    Call(call::CallArgs),
     /// Connect a server now, refresh its cached metadata and list its tools.
     Connect(connect::ConnectArgs),
     /// List the prompts servers offer.
@@ -49,6 +58,9 @@ impl Command {
     pub(crate) fn json(&self) -> bool {
         match self {
             Command::Status(a) => a.json,
+            Command::Search(a) => a.json,
+            Command::Describe(a) => a.json,
+            Command::Call(a) => a.json,
             Command::Connect(a) => a.json,
             Command::Prompts(a) => a.json,
             Command::Config(_)
@@ -96,6 +108,9 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Enable(args)) => edit::set_disabled(&ctx, args, false),
         Some(Command::Disable(args)) => edit::set_disabled(&ctx, args, true),
         Some(Command::Status(args)) => status::run(&ctx, args),
+        Some(Command::Search(args)) => search::run(&ctx, args),
+        Some(Command::Describe(args)) => describe::run(&ctx, args),
+        Some(Command::Call(args)) => call::run(&ctx, args),
         Some(Command::Connect(args)) => connect::run(&ctx, args),
         Some(Command::Prompts(args)) => prompts::run(&ctx, args),
     }
@@ -131,8 +146,11 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> u8 {
     if let Some(exit) = err.downcast_ref::<Exit>() {
         return exit.code;
     }
+    if let Some(failure) = err.downcast_ref::<Failure>() {
+        return exit_code_for_category(failure.category);
+    }
     if let Some(err) = err.downcast_ref::<pimcp_actors::Error>() {
-        return exit_code_for_category(err.category());
+        return exit_code_for_category(err.category().as_str());
     }
     match err.downcast_ref::<pimcp_config::Error>() {
         Some(
@@ -147,12 +165,38 @@ pub(crate) fn exit_code_for(err: &anyhow::Error) -> u8 {
 }
 
 /// 2 for what the person must fix in the command line or configuration, 1 for everything that failed at run time.
-pub(crate) fn exit_code_for_category(category: pimcp_actors::ErrorCategory) -> u8 {
-    use pimcp_actors::ErrorCategory as C;
+pub(crate) fn exit_code_for_category(category: &str) -> u8 {
     match category {
-        C::UnknownTool | C::Validation | C::Config | C::Untrusted => EXIT_USAGE,
-        C::NeedsAuth | C::Timeout | C::Connection | C::Approval | C::InputRequired | C::ToolError | C::Other => {
-            EXIT_FAILED
+        "unknown-tool" | "validation" | "config" | "untrusted" | "usage" => EXIT_USAGE,
+        _ => EXIT_FAILED,
+    }
+}
+
+/// A failure reported by the runtime or the proxy, with its SPEC 11 category (`unknown-tool`, `connection`, …).
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub category: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+impl From<pimcp_proxy::ProxyError> for Failure {
+    fn from(e: pimcp_proxy::ProxyError) -> Failure {
+        let mut message = e.message.clone();
+        for hint in &e.hints {
+            message.push('\n');
+            message.push_str(hint);
+        }
+        Failure {
+            category: e.category.as_str(),
+            message,
         }
     }
 }
@@ -165,6 +209,9 @@ pub(crate) fn error_category(err: &anyhow::Error) -> &'static str {
             session::EXIT_INTERRUPTED => "interrupted",
             _ => "other",
         };
+    }
+    if let Some(failure) = err.downcast_ref::<Failure>() {
+        return failure.category;
     }
     if let Some(err) = err.downcast_ref::<pimcp_actors::Error>() {
         return err.category().as_str();

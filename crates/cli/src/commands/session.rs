@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use pimcp_actors::{ProcessOptions, Runtime, RuntimeHandle, RuntimeOptions, ShimMode};
 use pimcp_config::{Availability, Config};
+use pimcp_proxy::Proxy;
 use tokio::task::JoinSet;
 
 use super::{Ctx, Exit};
@@ -68,9 +69,10 @@ pub(crate) struct SessionOptions {
     pub progress: bool,
 }
 
-/// A started runtime plus the configuration it was started from and the progress line.
+/// A started runtime, the `mcp` proxy façade over it, the configuration it was started from and the progress line.
 pub(crate) struct Session {
     pub runtime: Runtime,
+    pub proxy: Proxy,
     pub config: Config,
     pub progress: Progress,
 }
@@ -136,9 +138,20 @@ pub(crate) async fn with_session<T>(
 ) -> anyhow::Result<T> {
     let config = load_config(ctx);
     let runtime = Runtime::start(runtime_options(ctx, config.clone())).await?;
+    // A person at a terminal gets the whole output (pipe it into a pager or a file): no output guard here.
+    let mut unguarded = config.clone();
+    unguarded.settings.output_guard = None;
+    let proxy = match Proxy::new(runtime.handle(), &unguarded) {
+        Ok(proxy) => proxy,
+        Err(e) => {
+            runtime.shutdown(SHUTDOWN_BOUND).await;
+            return Err(e.into());
+        }
+    };
     let progress = Progress::start(runtime.handle(), opts.progress);
     let session = Session {
         runtime,
+        proxy,
         config,
         progress,
     };
@@ -147,7 +160,8 @@ pub(crate) async fn with_session<T>(
         _ = tokio::signal::ctrl_c() => Err(Exit { code: EXIT_INTERRUPTED, message: "interrupted".into() }.into()),
     };
     session.progress.stop().await;
-    let Session { runtime, .. } = session;
+    let Session { runtime, proxy, .. } = session;
+    drop(proxy);
     let report = runtime.shutdown(SHUTDOWN_BOUND).await;
     if !report.graceful {
         tracing::warn!(elapsed = ?report.elapsed, "some servers did not close in time and were killed");

@@ -19,16 +19,14 @@ fn version_help_and_usage_errors() {
 }
 
 #[test]
-fn no_command_without_a_terminal_prints_the_host_entry_and_exits_2() {
+fn no_command_without_a_terminal_is_the_stdio_server_and_ends_at_stdin_eof() {
     let sb = Sandbox::new();
     let run = sb.run(&[]);
-    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.code, 0, "{run:?}");
     assert!(
-        run.stderr
-            .contains(r#"{"mcpServers": {"pimcp": {"command": "pimcp-run"}}}"#),
-        "{run:?}"
+        run.stdout.is_empty(),
+        "nothing but protocol on stdout, and no request came: {run:?}"
     );
-    assert!(run.stdout.is_empty(), "stdout belongs to the protocol: {run:?}");
 }
 
 #[test]
