@@ -453,7 +453,7 @@ impl Proxy {
             .runtime
             .resolve(tool, server)
             .await
-            .map_err(|e| self.runtime_error(e, Some(tool)))?;
+            .map_err(|e| self.runtime_error(e, server))?;
         let config = self.config();
         Ok(ToolInfo {
             doc: tool_doc(
@@ -477,7 +477,7 @@ impl Proxy {
     ) -> ProxyResponse {
         match self.inner.runtime.resolve(tool, server).await {
             Ok(resolved) => self.call_resolved(&resolved, args, ctx).await,
-            Err(e) => self.runtime_error(e, Some(tool)).into(),
+            Err(e) => self.runtime_error(e, server).into(),
         }
     }
 
@@ -522,7 +522,7 @@ impl Proxy {
                 }
                 self.render(tool, *output)
             }
-            Err(e) => self.runtime_error(e, Some(&tool.name)).into(),
+            Err(e) => self.runtime_error(e, Some(&tool.server)).into(),
         }
     }
 
@@ -684,9 +684,26 @@ impl Proxy {
         let guard = self.config().settings.output_guard;
         let guarded = apply_guard(rendered, guard.as_ref(), Some(&self.inner.spill));
         let report = guarded.report.clone();
+        let mut result = guarded.into_call_result();
+        if is_error {
+            // Like every proxy error: the category on the text's last line too (the guard never cuts it).
+            let line = format!("category: {}", Category::ToolError);
+            match result
+                .content
+                .iter_mut()
+                .find_map(|c| c.as_text().is_some().then_some(c))
+            {
+                Some(block) => {
+                    if let Some(text) = block.as_text() {
+                        *block = ContentBlock::text(format!("{}\n{line}", text.text));
+                    }
+                }
+                None => result.content.insert(0, ContentBlock::text(line)),
+            }
+        }
         ProxyResponse {
             category: is_error.then_some(Category::ToolError),
-            result: guarded.into_call_result(),
+            result,
             guard: Some(report),
         }
     }
@@ -768,19 +785,24 @@ impl Proxy {
         }
     }
 
-    /// Turns a runtime error into the model-facing error, with suggestions for unknown tools.
-    pub(crate) fn runtime_error(&self, e: RuntimeError, name: Option<&str>) -> ProxyError {
+    /// Turns a runtime error into the model-facing error, with suggestions for unknown tools. `scope` is the server
+    /// the caller named, if any.
+    pub(crate) fn runtime_error(&self, e: RuntimeError, scope: Option<&str>) -> ProxyError {
         match &e {
-            RuntimeError::UnknownTool {
-                name: wanted,
-                server,
-                available,
-                ..
-            } => {
+            RuntimeError::UnknownTool { name: wanted, .. } => {
                 let indexed = self.indexed();
                 let suggestions = indexed.index.suggest(wanted, DEFAULT_SUGGESTIONS);
+                // The server the name points at: the one named, else the longest prefix the name starts with.
+                let server = scope
+                    .map(str::to_owned)
+                    .or_else(|| indexed.catalog.implied_servers(wanted).into_iter().next());
+                let available: Vec<String> = server
+                    .as_deref()
+                    .and_then(|s| indexed.catalog.server(s))
+                    .map(|sc| sc.tools.iter().map(|t| t.name.clone()).collect())
+                    .unwrap_or_default();
                 let mut error = tool_not_found(wanted, server.as_deref(), &suggestions);
-                if let Some(server) = server
+                if let Some(server) = &server
                     && !available.is_empty()
                 {
                     let mut shown: Vec<&str> = available.iter().take(MAX_LISTED_TOOLS).map(String::as_str).collect();
@@ -813,10 +835,7 @@ impl Proxy {
             RuntimeError::UnknownServer { server } => self.unknown_server(server),
             RuntimeError::NeedsAuth { server, .. } => ProxyError::new(Category::NeedsAuth, e.to_string())
                 .with_hint(format!("After logging in, mcp({{connect: {server:?}}}) connects it.")),
-            _ => {
-                let _ = name;
-                ProxyError::new(category_of(e.category()), e.to_string())
-            }
+            _ => ProxyError::new(category_of(e.category()), e.to_string()),
         }
     }
 }

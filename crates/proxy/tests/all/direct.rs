@@ -1,0 +1,148 @@
+//! Direct tools: registered from the metadata cache without connecting, called like `mcp` calls, and the host told
+//! with `notifications/tools/list_changed` when the surface changes (unless frozen).
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::support::*;
+
+fn config(settings: serde_json::Value, fx: serde_json::Value) -> serde_json::Value {
+    let mut fx_entry = stdio(&["--event-log", "{dir}/fx.log"]);
+    if let (Some(entry), Some(extra)) = (fx_entry.as_object_mut(), fx.as_object()) {
+        entry.extend(extra.clone());
+    }
+    json!({ "settings": settings, "mcpServers": { "fx": fx_entry } })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_tools_come_from_the_cache_without_connecting() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    // First run fills the metadata cache.
+    let env = start_in(dir.clone(), config(json!({}), json!({}))).await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    env.shutdown().await;
+    let starts = count_events(&dir.path().join("fx.log"), "start", None);
+
+    let env = start_in(dir.clone(), config(json!({}), json!({ "directTools": true }))).await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    let names = session.tool_names().await;
+    assert_eq!(names[0], "mcp");
+    for expected in ["fx_echo", "fx_add", "fx_read_readme", "fx_read_logo_png"] {
+        assert!(names.iter().any(|n| n == expected), "{expected} missing from {names:?}");
+    }
+    assert_eq!(
+        count_events(&env.path("fx.log"), "start", None),
+        starts,
+        "registering direct tools must not connect"
+    );
+    let tools = session.client.list_all_tools().await.unwrap();
+    let echo = tools.iter().find(|t| t.name == "fx_echo").unwrap();
+    assert!(echo.input_schema.contains_key("properties"));
+    assert!(echo.output_schema.is_none());
+
+    // Calling a direct tool connects lazily and renders like the proxy does.
+    let r = session.call("fx_echo", json!({ "text": "direct" })).await;
+    assert_eq!(text_of(&r), "direct");
+    let r = session.call("fx_echo", json!({})).await;
+    assert_eq!(category_of(&r).as_deref(), Some("validation"));
+    let r = session.call("fx_fail", json!({ "message": "nope" })).await;
+    assert_eq!(category_of(&r).as_deref(), Some("tool-error"));
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listed_direct_tools_disabled_proxy_and_no_resources() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let env = start_in(dir.clone(), config(json!({}), json!({}))).await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    env.shutdown().await;
+
+    let env = start_in(
+        dir.clone(),
+        config(
+            json!({ "directTools": ["echo", "read_readme"], "disableProxyTool": true }),
+            json!({}),
+        ),
+    )
+    .await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    assert_eq!(session.tool_names().await, ["fx_echo", "fx_read_readme"]);
+    let r = session.call("mcp", json!({})).await;
+    assert_eq!(category_of(&r).as_deref(), Some("unknown-tool"), "{}", text_of(&r));
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+
+    // `exposeResources` is part of the cache identity: connect once so this config has metadata.
+    let env = start_in(
+        dir,
+        config(json!({}), json!({ "directTools": true, "exposeResources": false })),
+    )
+    .await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    let names = session.tool_names().await;
+    assert!(names.iter().any(|n| n == "fx_echo"), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("fx_read_")), "{names:?}");
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_is_told_when_the_direct_surface_changes() {
+    let env = start(config(json!({}), json!({ "directTools": true }))).await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    assert_eq!(session.tool_names().await, ["mcp"], "nothing cached yet");
+    let probe = session.probe.clone();
+
+    session.mcp(json!({ "connect": "fx" })).await;
+    wait_until("tools/list_changed after discovery", DEADLINE, || {
+        Probe::n(&probe.tools_changed) >= 1
+    })
+    .await;
+    assert!(session.tool_names().await.iter().any(|n| n == "fx_echo"));
+    wait_until("prompts/list_changed after discovery", DEADLINE, || {
+        Probe::n(&probe.prompts_changed) >= 1
+    })
+    .await;
+
+    // An upstream list_changed that adds a tool reaches the host as a new direct tool.
+    let seen = Probe::n(&probe.tools_changed);
+    let r = session.call("fx_add_tool", json!({ "name": "brand_new" })).await;
+    assert_eq!(r.is_error, Some(false), "{}", text_of(&r));
+    wait_until("tools/list_changed after the upstream change", DEADLINE, || {
+        Probe::n(&probe.tools_changed) > seen
+    })
+    .await;
+    assert!(session.tool_names().await.iter().any(|n| n == "fx_brand_new"));
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_surface_never_changes() {
+    let env = start(config(
+        json!({ "freezeDirectTools": true }),
+        json!({ "directTools": true }),
+    ))
+    .await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    let info = session.client.peer().peer_info().unwrap();
+    let tools_cap = info.capabilities.tools.clone().unwrap();
+    assert_eq!(
+        tools_cap.list_changed, None,
+        "a frozen surface does not announce list_changed"
+    );
+    let probe = session.probe.clone();
+    session.mcp(json!({ "connect": "fx" })).await;
+    // The prompt list (not frozen) changing proves the watcher ran; the tool list stayed put.
+    wait_until("prompts/list_changed after discovery", DEADLINE, || {
+        Probe::n(&probe.prompts_changed) >= 1
+    })
+    .await;
+    assert_eq!(Probe::n(&probe.tools_changed), 0);
+    assert_eq!(session.tool_names().await, ["mcp"]);
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}

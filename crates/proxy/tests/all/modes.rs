@@ -1,0 +1,211 @@
+//! Every read mode of the `mcp` tool through the façade: status, list, search, describe, instructions, connect, and
+//! the auth actions that are not available yet.
+
+use std::sync::Arc;
+
+use pimcp_proxy::{SearchQuery, ServerState};
+use serde_json::json;
+
+use super::support::*;
+
+const LONG_INSTRUCTIONS: &str = "This fixture server exists for tests. It echoes text, adds numbers, sleeps on request, \
+    crashes on request, produces huge output, fails on request, returns images and mixed content, reports who it is, \
+    adds and removes tools at run time, and asks its client for sampling, elicitation and roots. Nothing it does has \
+    side effects outside its own process, and every answer is deterministic so tests can compare texts exactly. The \
+    final sentence of these instructions is only visible in full mode: the end marker is ZEBRA-END.";
+
+fn two_servers() -> serde_json::Value {
+    json!({ "mcpServers": {
+        "fx": stdio(&["--event-log", "{dir}/fx.log", "--instructions", LONG_INSTRUCTIONS]),
+        "other": stdio(&["--event-log", "{dir}/other.log"]),
+        "off": { "command": fixture(), "disabled": true },
+    }})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_lists_every_server_and_never_connects() {
+    let env = start(two_servers()).await;
+    let r = env.mcp(json!({})).await;
+    assert_ok(&r);
+    let text = r.text();
+    assert!(text.starts_with("MCP: 0 of 3 servers ready"), "{text}");
+    assert!(text.contains("⊘ off: disabled"), "{text}");
+    assert!(text.contains("· fx: not started, nothing cached yet"), "{text}");
+    let lines = env.proxy.server_lines();
+    assert_eq!(
+        lines.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(),
+        ["fx", "off", "other"]
+    );
+    assert_eq!(lines[0].state, ServerState::NotStarted);
+    assert_eq!(env.proxy.status().servers.len(), 3);
+    // Nothing started: no fixture ever wrote its event log.
+    assert_eq!(count_events(&env.path("fx.log"), "start", None), 0);
+    assert_eq!(count_events(&env.path("other.log"), "start", None), 0);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_connects_an_unknown_server_then_a_second_run_lists_from_the_cache() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let env = start_in(dir.clone(), two_servers()).await;
+    let r = env.mcp(json!({ "server": "fx" })).await;
+    assert_ok(&r);
+    let text = r.text();
+    assert!(text.starts_with("fx: "), "{text}");
+    assert!(text.contains("- fx_echo — "), "{text}");
+    assert!(text.contains("- fx_read_readme"), "resources are read_ tools: {text}");
+    assert!(
+        text.contains("Instructions: This fixture server exists for tests."),
+        "{text}"
+    );
+    assert!(!text.contains("ZEBRA-END"), "the list shows a preview only: {text}");
+    assert!(
+        text.contains("mcp({instructions: \"fx\"}) shows them in full."),
+        "{text}"
+    );
+    assert_eq!(count_events(&env.path("fx.log"), "start", None), 1);
+    env.shutdown().await;
+
+    // Second run over the same agent dir: the cache answers, nothing starts.
+    let env = start_in(dir, two_servers()).await;
+    let listing = env.proxy.list("fx").await.unwrap();
+    assert_eq!(listing.state, ServerState::Cached);
+    assert!(listing.tools.iter().any(|t| t.name == "fx_echo"));
+    assert!(
+        listing.text().contains("(from cache, not connected;"),
+        "{}",
+        listing.text()
+    );
+    assert_eq!(
+        count_events(&env.path("fx.log"), "start", None),
+        1,
+        "listing from cache must not connect"
+    );
+    let status = env.mcp(json!({})).await.text();
+    assert!(status.contains("○ fx: "), "{status}");
+    assert!(status.contains(", cached"), "{status}");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_ranks_pages_and_explains_what_was_not_searched() {
+    let env = start(two_servers()).await;
+    // Nothing known yet: the empty result says which servers were not searched and why.
+    let r = env.mcp(json!({ "search": "echo" })).await;
+    assert_ok(&r);
+    let text = r.text();
+    assert!(text.starts_with("No tools match \"echo\"."), "{text}");
+    assert!(
+        text.contains("Not searched: fx (not started, nothing cached yet)"),
+        "{text}"
+    );
+    assert!(text.contains("other (not started, nothing cached yet)"), "{text}");
+    assert!(text.contains("off (disabled)"), "{text}");
+    assert_eq!(
+        count_events(&env.path("fx.log"), "start", None),
+        0,
+        "search never connects"
+    );
+
+    env.mcp(json!({ "connect": "fx" })).await;
+    let r = env.mcp(json!({ "search": "echo" })).await;
+    let text = r.text();
+    assert!(text.contains("\nfx_echo — "), "{text}");
+    assert!(text.contains("{text: string}"), "a parameter shape: {text}");
+    assert!(text.contains("Not searched: other (not started"), "{text}");
+    assert!(
+        !text.contains("off (disabled)"),
+        "disabled servers are only named when nothing matched: {text}"
+    );
+
+    let page = env
+        .proxy
+        .search(&SearchQuery::new("fixture").with_server("fx").with_limit(1))
+        .unwrap();
+    assert_eq!(page.hits.len(), 1);
+    assert!(page.total > 1);
+    assert_eq!(page.next_offset, Some(1));
+    assert!(page.text().contains("next: offset 1"), "{}", page.text());
+    let exact = env.proxy.search(&SearchQuery::new("fx_add")).unwrap();
+    assert_eq!(exact.hits[0].doc.name, "fx_add", "exact names rank first");
+
+    // Regex search, and its limit.
+    let r = env.mcp(json!({ "search": "^fx_(echo|add)$", "regex": true })).await;
+    assert!(
+        r.text().contains("fx_echo") && r.text().contains("fx_add"),
+        "{}",
+        r.text()
+    );
+    let r = env.mcp(json!({ "search": "a".repeat(257), "regex": true })).await;
+    assert_error(&r, "validation");
+    assert!(
+        r.text().contains("257 characters long; the limit is 256"),
+        "{}",
+        r.text()
+    );
+    let r = env.mcp(json!({ "search": "echo", "offset": -1 })).await;
+    assert_error(&r, "validation");
+    let r = env.mcp(json!({ "search": "echo", "server": "nope" })).await;
+    assert_error(&r, "config");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_connects_lazily_and_suggests_on_typos() {
+    let env = start(two_servers()).await;
+    // The catalog is unknown: describe connects the implied server instead of answering "not found".
+    let r = env.mcp(json!({ "describe": "fx_add" })).await;
+    assert_ok(&r);
+    let text = r.text();
+    assert!(text.starts_with("fx_add\nServer: fx (tool \"add\")"), "{text}");
+    assert!(text.contains("Input schema:"), "{text}");
+    assert!(text.contains("Output schema:"), "{text}");
+    let info = env.proxy.describe("echo", Some("fx")).await.unwrap();
+    assert_eq!(info.doc.name, "fx_echo");
+
+    let r = env.mcp(json!({ "describe": "fx_ecoh" })).await;
+    assert_error(&r, "unknown-tool");
+    assert!(r.text().contains("Did you mean: fx_echo"), "{}", r.text());
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instructions_and_connect() {
+    let env = start(two_servers()).await;
+    let r = env.mcp(json!({ "instructions": "fx" })).await;
+    assert_ok(&r);
+    assert!(
+        r.text().starts_with("fx instructions:\n\nThis fixture server"),
+        "{}",
+        r.text()
+    );
+    assert!(r.text().contains("ZEBRA-END"), "{}", r.text());
+    let r = env.mcp(json!({ "instructions": "nope" })).await;
+    assert_error(&r, "config");
+    assert!(r.text().contains("Configured servers: fx, off, other."), "{}", r.text());
+
+    // connect forces a fresh session, then lists.
+    let before = count_events(&env.path("fx.log"), "start", None);
+    let r = env.mcp(json!({ "connect": "fx" })).await;
+    assert_ok(&r);
+    assert!(r.text().contains("- fx_echo"), "{}", r.text());
+    assert_eq!(count_events(&env.path("fx.log"), "start", None), before + 1);
+    let r = env.mcp(json!({ "connect": "off" })).await;
+    assert_error(&r, "config");
+    assert!(r.text().contains("disabled"), "{}", r.text());
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_actions_say_they_are_not_available_yet() {
+    let env = start(two_servers()).await;
+    for action in ["auth-start", "auth-complete"] {
+        let r = env
+            .mcp(json!({ "action": action, "server": "fx", "args": { "code": "x" } }))
+            .await;
+        assert_error(&r, "other");
+        assert!(r.text().contains("not available yet"), "{}", r.text());
+        assert!(r.text().contains("pimcp-run auth login fx"), "{}", r.text());
+    }
+    env.shutdown().await;
+}

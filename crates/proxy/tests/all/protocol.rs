@@ -1,0 +1,272 @@
+//! The `pimcp-run` MCP server driven in-process by an rmcp client (and by raw JSON-RPC lines): the tool definition
+//! on the wire, version negotiation, `server/discover`, ping, malformed input, prompts and resources, and a host
+//! that disconnects mid-call.
+
+use rmcp::model::{
+    ClientRequest, GetPromptRequestParams, PingRequest, ProtocolVersion, ReadResourceRequestParams, ResourceContents,
+    ServerResult,
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use super::support::*;
+
+fn one_server() -> Value {
+    json!({ "mcpServers": { "fx": stdio(&["--event-log", "{dir}/fx.log", "--tools", "200"]) } })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_tool_is_small_on_the_wire_and_the_list_does_not_grow() {
+    let env = start(one_server()).await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    let tools = session.client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 1);
+    let wire = serde_json::to_string(&tools[0]).unwrap();
+    assert!(wire.chars().count() <= 1000, "{} chars: {wire}", wire.chars().count());
+    assert!(wire.contains("\"name\":\"mcp\""));
+    assert!(wire.contains("\"inputSchema\""));
+
+    // 200 synthetic tools later, still one tool.
+    let r = session.mcp(json!({ "connect": "fx" })).await;
+    assert!(r.is_error != Some(true), "{}", text_of(&r));
+    assert!(env.proxy.runtime().catalog().tools().count() > 200);
+    assert_eq!(session.tool_names().await, ["mcp"]);
+    let r = session
+        .mcp(json!({ "tool": "fx_echo", "args": { "text": "over the wire" } }))
+        .await;
+    assert_eq!(text_of(&r), "over the wire");
+    assert_eq!(r.is_error, Some(false));
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_are_tool_results_never_protocol_errors() {
+    let env = start(one_server()).await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    let r = session.mcp(json!({ "tool": "fx_nope" })).await;
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(category_of(&r).as_deref(), Some("unknown-tool"));
+    let r = session.call("not_a_tool", json!({})).await;
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(category_of(&r).as_deref(), Some("unknown-tool"));
+    let r = session.mcp(json!({ "tool": "fx_fail" })).await;
+    assert_eq!(r.is_error, Some(true));
+    assert_eq!(category_of(&r).as_deref(), Some("tool-error"));
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_versions_are_negotiated_and_ping_is_answered() {
+    let env = start(one_server()).await;
+    for version in [
+        ProtocolVersion::V_2024_11_05,
+        ProtocolVersion::V_2025_03_26,
+        ProtocolVersion::V_2025_06_18,
+        ProtocolVersion::V_2025_11_25,
+    ] {
+        let host = TestHost {
+            version: version.clone(),
+            ..TestHost::plain()
+        };
+        let session = connect(env.server(), host).await;
+        let info = session.client.peer().peer_info().unwrap();
+        assert_eq!(info.protocol_version, version, "the requested version is echoed");
+        assert_eq!(info.server_info.as_ref().unwrap().name, "pimcp");
+        let pong = session
+            .client
+            .send_request(ClientRequest::PingRequest(PingRequest::default()))
+            .await
+            .unwrap();
+        assert!(matches!(pong, ServerResult::EmptyResult(_)), "{pong:?}");
+        session.client.cancel().await.unwrap();
+    }
+    env.shutdown().await;
+}
+
+/// Raw newline-delimited JSON-RPC against the server, as a host process sees it.
+struct Raw {
+    write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    read: BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>,
+    served: tokio::task::JoinHandle<pimcp_proxy::Result<()>>,
+}
+
+impl Raw {
+    fn start(env: &Env) -> Raw {
+        let (server_io, client_io) = tokio::io::duplex(1 << 20);
+        let served = tokio::spawn(pimcp_proxy::serve(
+            env.server(),
+            tokio::io::split(server_io),
+            tokio_util::sync::CancellationToken::new(),
+        ));
+        let (read, write) = tokio::io::split(client_io);
+        Raw {
+            write,
+            read: BufReader::new(read),
+            served,
+        }
+    }
+
+    /// Closes the pipe (both halves) and waits for the server to finish.
+    async fn close(self) {
+        let Raw { write, read, served } = self;
+        drop(write);
+        drop(read);
+        tokio::time::timeout(DEADLINE, served).await.unwrap().unwrap().unwrap();
+    }
+
+    async fn send(&mut self, line: &str) {
+        self.write.write_all(line.as_bytes()).await.unwrap();
+        self.write.write_all(b"\n").await.unwrap();
+        self.write.flush().await.unwrap();
+    }
+
+    /// The next message with this id (notifications in between are skipped).
+    async fn answer(&mut self, id: i64) -> Value {
+        let read = async {
+            loop {
+                let mut line = String::new();
+                let n = self.read.read_line(&mut line).await.unwrap();
+                assert!(n > 0, "the server closed the connection");
+                let v: Value = serde_json::from_str(&line).unwrap();
+                if v["id"] == id {
+                    return v;
+                }
+            }
+        };
+        tokio::time::timeout(DEADLINE, read).await.expect("an answer")
+    }
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_discover_is_answered_then_initialize_works() {
+    let env = start(one_server()).await;
+    let mut raw = Raw::start(&env);
+    // What the Python `mcp` 2.x client sends first.
+    raw.send(
+        r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"py","version":"2"},"io.modelcontextprotocol/clientCapabilities":{}}}}"#,
+    )
+    .await;
+    let discover = raw.answer(1).await;
+    let versions = discover["result"]["supportedVersions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{discover}"));
+    assert!(versions.contains(&json!("2026-07-28")), "{discover}");
+    assert!(versions.contains(&json!("2025-11-25")), "{discover}");
+    // A discover without the required metadata is an error, not a dropped connection.
+    raw.send(r#"{"jsonrpc":"2.0","id":9,"method":"server/discover","params":{}}"#)
+        .await;
+    assert!(raw.answer(9).await["error"]["code"].is_i64());
+    raw.send(INIT).await;
+    let init = raw.answer(2).await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#).await;
+    assert_eq!(raw.answer(3).await["result"]["tools"][0]["name"], "mcp");
+    raw.close().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_lines_are_ignored_or_answered_and_serving_continues() {
+    let env = start(one_server()).await;
+    let mut raw = Raw::start(&env);
+    raw.send(INIT).await;
+    raw.answer(2).await;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    raw.send("{this is not json").await;
+    raw.send(r#"{"jsonrpc":"2.0","id":4,"method":42}"#).await;
+    raw.send(r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#).await;
+    let pong = raw.answer(5).await;
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    raw.send(r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"mcp","arguments":{"tool":"fx_echo","args":"{oops"}}}"#)
+        .await;
+    let bad = raw.answer(6).await;
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    assert_eq!(bad["result"]["_meta"]["pimcp/category"], "validation", "{bad}");
+    raw.send(r#"{"jsonrpc":"2.0","id":7,"method":"tools/list"}"#).await;
+    assert_eq!(raw.answer(7).await["result"]["tools"][0]["name"], "mcp");
+    raw.close().await;
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_and_resources_pass_through() {
+    let env = start(one_server()).await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    let prompts = session.client.list_all_prompts().await.unwrap();
+    let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["fx_greet", "fx_summarize"]);
+    assert_eq!(prompts[0].arguments.as_ref().unwrap()[0].name, "name");
+    let mut params = GetPromptRequestParams::new("fx_greet");
+    params.arguments = json!({ "name": "Ada" }).as_object().cloned();
+    let got = session.client.get_prompt(params).await.unwrap();
+    let text = serde_json::to_string(&got.messages).unwrap();
+    assert!(text.contains("greeting for Ada"), "{text}");
+    let missing = session.client.get_prompt(GetPromptRequestParams::new("fx_greet")).await;
+    assert!(missing.is_err(), "a missing required argument is the upstream's error");
+
+    let resources = session.client.list_all_resources().await.unwrap();
+    assert!(resources.iter().any(|r| r.uri == "fixture://readme"), "{resources:?}");
+    let read = session
+        .client
+        .read_resource(ReadResourceRequestParams::new("fixture://readme"))
+        .await
+        .unwrap();
+    match &read.contents[0] {
+        ResourceContents::TextResourceContents { text, .. } => assert!(!text.is_empty()),
+        other => panic!("{other:?}"),
+    }
+    let unknown = session
+        .client
+        .read_resource(ReadResourceRequestParams::new("fixture://nope"))
+        .await;
+    assert!(unknown.is_err());
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_disconnects_mid_call_cancels_the_upstream_call() {
+    let env = start(one_server()).await;
+    let log = env.path("fx.log");
+    let session = connect(env.server(), TestHost::plain()).await;
+    let peer = session.client.peer().clone();
+    let call = tokio::spawn(async move {
+        let mut params = rmcp::model::CallToolRequestParams::new("mcp");
+        params.arguments = json!({ "tool": "fx_slow", "args": { "ms": 60000, "steps": 60 } })
+            .as_object()
+            .cloned();
+        peer.call_tool(params).await
+    });
+    wait_until("the slow call to reach the fixture", DEADLINE, || {
+        count_events(&log, "call", Some("slow")) == 1
+    })
+    .await;
+    // The host goes away (its transport closes) while the call runs.
+    session.client.cancel().await.unwrap();
+    let _ = call.await;
+    wait_until("the fixture to see the call cancelled", DEADLINE, || {
+        count_events(&log, "cancelled", Some("slow")) == 1
+    })
+    .await;
+    tokio::time::timeout(DEADLINE, session.served)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    // The runtime is still usable, and nothing is left running on the server.
+    wait_until("no call in flight", DEADLINE, || {
+        env.proxy.status().server("fx").is_some_and(|s| s.in_flight == 0)
+    })
+    .await;
+    let r = env.call("fx_echo", json!({ "text": "still here" })).await;
+    assert_eq!(r.text(), "still here");
+    env.shutdown().await;
+}
