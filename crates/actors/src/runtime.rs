@@ -169,13 +169,25 @@ impl RuntimeHandle {
     /// Connects a server (no-op when ready), closing its crash-loop breaker; waits for discovery.
     pub async fn connect(&self, server: &str) -> Result<()> {
         self.control(server, |reply| ServerMsg::Connect { force: false, reply })
-            .await?
+            .await??;
+        self.catalog_settled(server).await;
+        Ok(())
     }
 
     /// Tears down a live connection and connects again.
     pub async fn reconnect(&self, server: &str) -> Result<()> {
         self.control(server, |reply| ServerMsg::Connect { force: true, reply })
-            .await?
+            .await??;
+        self.catalog_settled(server).await;
+        Ok(())
+    }
+
+    /// After a successful connect the router publishes the live catalog a moment later (its own mailbox); wait
+    /// for it so that `connect` returning means `catalog()` shows the discovered tools.
+    async fn catalog_settled(&self, server: &str) {
+        let mut rx = self.catalog_rx.clone();
+        let live = |c: &Arc<Catalog>| c.server(server).is_none_or(|s| s.source == Some(MetadataSource::Live));
+        let _ = tokio::time::timeout(CONTROL_REPLY_SLACK, rx.wait_for(live)).await;
     }
 
     /// Disconnects and disables a server for this run.

@@ -77,7 +77,11 @@ async fn eager_server_connects_at_start() {
         state_of(&h.rt, "e") == ServerState::Ready
     })
     .await;
-    assert!(h.rt.list_tools(Some("e")).unwrap().iter().any(|t| t.name == "e_echo"));
+    // The router publishes the discovered catalog right after (its own mailbox).
+    wait_until("eager server's tools in the catalog", Duration::from_secs(5), || {
+        h.rt.list_tools(Some("e")).unwrap().iter().any(|t| t.name == "e_echo")
+    })
+    .await;
     h.rt.shutdown(Duration::from_secs(10)).await;
 }
 
@@ -325,10 +329,11 @@ async fn discovery_reads_every_page_and_warm_cache_connects_servers_without_meta
     .await;
     let rt = &h.rt;
     // warmCache: a lazy server with no metadata connects at start to fill the cache.
-    wait_until("warm-cache connect", Duration::from_secs(20), || {
-        state_of(rt, "many") == ServerState::Ready
+    wait_until("warm-cache connect and discovery", Duration::from_secs(20), || {
+        rt.catalog().server("many").unwrap().source == Some(MetadataSource::Live)
     })
     .await;
+    assert_eq!(state_of(rt, "many"), ServerState::Ready);
     let tools = rt.list_tools(Some("many")).unwrap();
     let resources = tools.iter().filter(|t| t.resource_uri.is_some()).count();
     assert_eq!(tools.len() - resources, 14 + 120, "every tools/list page was read");
