@@ -190,6 +190,15 @@ impl RuntimeHandle {
         let _ = tokio::time::timeout(CONTROL_REPLY_SLACK, rx.wait_for(live)).await;
     }
 
+    /// Health-checks every live connection now (what the runtime does by itself after a wall-clock jump; hosts
+    /// that learn about sleep/wake or network changes earlier may call it). A failed check tears the connection
+    /// down: keep-alive servers reconnect, others fall back to `cached`.
+    pub fn revalidate(&self) {
+        for entry in self.shared.registry.iter() {
+            let _ = entry.value().send_message(ServerMsg::Revalidate);
+        }
+    }
+
     /// Disconnects and disables a server for this run.
     pub async fn disable(&self, server: &str) -> Result<()> {
         self.control(server, |reply| ServerMsg::Disable { reply }).await

@@ -519,3 +519,54 @@ async fn dropping_the_runtime_without_shutdown_kills_its_servers() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revalidation_drops_a_connection_that_no_longer_answers() {
+    let t = Tuning {
+        health_timeout: Duration::from_millis(300),
+        close_grace: Duration::from_millis(200),
+        ..tuning()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("z.pid");
+    let config =
+        json!({"mcpServers": {"z": {"command": fixture(), "args": ["--pid-file", pid_file.to_str().unwrap()]}}});
+    let rt = start_in(dir.path(), &config, t).await;
+    rt.connect("z").await.unwrap();
+    let pid = read_pid(&pid_file).unwrap();
+    // A healthy connection survives revalidation.
+    rt.revalidate();
+    assert_eq!(
+        rt.call("z_echo", args(json!({"text": "1"})), CallOptions::default())
+            .await
+            .unwrap()
+            .text(),
+        "1"
+    );
+    assert_eq!(read_pid(&pid_file), Some(pid));
+    // A frozen one (as after a sleep that killed the peer) is torn down at once, without waiting for idle.
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    rt.revalidate();
+    wait_until("frozen connection dropped", Duration::from_secs(10), || {
+        state_of(&rt, "z") == ServerState::Cached
+    })
+    .await;
+    let reason = rt.status().server("z").unwrap().reason.clone().unwrap_or_default();
+    assert!(reason.contains("revalidation"), "{reason}");
+    wait_until("frozen process killed", Duration::from_secs(10), || !pid_alive(pid)).await;
+    // The next call respawns it.
+    assert_eq!(
+        rt.call("z_echo", args(json!({"text": "2"})), CallOptions::default())
+            .await
+            .unwrap()
+            .text(),
+        "2"
+    );
+    rt.shutdown(Duration::from_secs(10)).await;
+}
