@@ -14,12 +14,15 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use pimcp_actors::{Runtime, RuntimeOptions, ShutdownReport};
+use pimcp_config::Config;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, Implementation,
     ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext, ServiceExt};
+use rmcp::service::{
+    NotificationContext, Peer, RequestContext, ServiceExt, SubscriptionContext, SubscriptionSendError, SubscriptionSink,
+};
 use rmcp::transport::IntoTransport;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
@@ -39,18 +42,34 @@ pub const SURFACE_DEBOUNCE: Duration = Duration::from_millis(50);
 /// The name `pimcp-run` reports in `serverInfo`.
 pub const SERVER_NAME: &str = "pimcp";
 
+/// Reloads the configuration on SIGHUP (SPEC 3.6): returns the new config, or `None` to keep the running one (for
+/// instance because the new one has errors). Called on a blocking thread.
+pub type ReloadFn = Arc<dyn Fn() -> Option<Config> + Send + Sync>;
+
 /// Options of [`serve_stdio`] and [`run_stdio`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct ServeOptions {
     /// How long the runtime may take to close every server at the end (then the rest is killed).
     pub shutdown_bound: Duration,
+    /// Called on SIGHUP; a returned config is applied with [`Proxy::reconfigure`].
+    pub reload: Option<ReloadFn>,
+}
+
+impl std::fmt::Debug for ServeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("shutdown_bound", &self.shutdown_bound)
+            .field("reload", &self.reload.is_some())
+            .finish()
+    }
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
         ServeOptions {
             shutdown_bound: DEFAULT_SHUTDOWN_BOUND,
+            reload: None,
         }
     }
 }
@@ -58,6 +77,12 @@ impl Default for ServeOptions {
 impl ServeOptions {
     pub fn with_shutdown_bound(mut self, bound: Duration) -> Self {
         self.shutdown_bound = bound;
+        self
+    }
+
+    /// Reload the configuration with `reload` on SIGHUP.
+    pub fn with_reload(mut self, reload: impl Fn() -> Option<Config> + Send + Sync + 'static) -> Self {
+        self.reload = Some(Arc::new(reload));
         self
     }
 }
@@ -87,6 +112,8 @@ struct ServerInner {
     surface: RwLock<Surface>,
     /// Initialized host sessions to notify.
     peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// `subscriptions/listen` streams of 2026-07-28 hosts, which get their notifications there.
+    sinks: Mutex<Vec<SubscriptionSink>>,
     /// Stops the surface watcher.
     stop: CancellationToken,
 }
@@ -145,6 +172,7 @@ impl ProxyServer {
                 frozen: settings.freeze_direct_tools,
                 surface: RwLock::new(surface),
                 peers: Mutex::new(Vec::new()),
+                sinks: Mutex::new(Vec::new()),
                 stop: CancellationToken::new(),
             }),
         };
@@ -257,6 +285,46 @@ impl ProxyServer {
                 let _ = peer.notify_resource_list_changed().await;
             }
         }
+        let sinks = self
+            .inner
+            .sinks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut closed = Vec::new();
+        for (i, sink) in sinks.iter().enumerate() {
+            let mut results = Vec::new();
+            if tools_changed && sink.accepted().tools_list_changed == Some(true) {
+                results.push(sink.notify_tool_list_changed().await);
+            }
+            if prompts_changed && sink.accepted().prompts_list_changed == Some(true) {
+                results.push(sink.notify_prompt_list_changed().await);
+            }
+            if resources_changed && sink.accepted().resources_list_changed == Some(true) {
+                results.push(sink.notify_resource_list_changed().await);
+            }
+            if results.iter().any(|r| {
+                matches!(
+                    r,
+                    Err(SubscriptionSendError::SubscriptionClosed | SubscriptionSendError::Service(_))
+                )
+            }) {
+                closed.push(i);
+            }
+        }
+        if !closed.is_empty() {
+            // Only this task removes sinks and `listen` only appends, so the snapshot's indices are still valid.
+            let mut current = self
+                .inner
+                .sinks
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for i in closed.into_iter().rev() {
+                if i < current.len() {
+                    current.remove(i);
+                }
+            }
+        }
     }
 }
 
@@ -316,6 +384,31 @@ impl ServerHandler for ProxyServer {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         peers.retain(|p| !p.is_transport_closed());
         peers.push(context.peer);
+    }
+
+    fn accepted_subscription_filter(&self, _requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        // rmcp intersects this with what was requested and what `get_info` advertises.
+        let filter = if self.inner.frozen {
+            SubscriptionFilter::builder()
+                .prompts_list_changed()
+                .resources_list_changed()
+        } else {
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .prompts_list_changed()
+                .resources_list_changed()
+        };
+        Some(filter.build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> std::result::Result<(), ErrorData> {
+        self.inner
+            .sinks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(context.sink().clone());
+        context.cancelled().await;
+        Ok(())
     }
 
     async fn list_tools(
@@ -468,15 +561,19 @@ pub async fn serve_stdio(
     bridge: HostBridge,
     options: ServeOptions,
 ) -> Result<ShutdownReport> {
-    let server = ProxyServer::new(proxy, bridge);
+    let server = ProxyServer::new(proxy.clone(), bridge);
     let cancel = CancellationToken::new();
     let signals = spawn_signal_watch(cancel.clone());
+    let reloads = options.reload.clone().map(|reload| spawn_reload_watch(proxy, reload));
     let served = serve(server.clone(), rmcp::transport::stdio(), cancel.clone()).await;
     if let Err(e) = &served {
         tracing::error!(error = %e, "stdio session failed");
     }
     server.stop();
     signals.abort();
+    if let Some(r) = reloads {
+        r.abort();
+    }
     let report = runtime.shutdown(options.shutdown_bound).await;
     tracing::info!(
         graceful = report.graceful,
@@ -524,5 +621,34 @@ fn spawn_signal_watch(cancel: CancellationToken) -> tokio::task::JoinHandle<()> 
             _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
         }
         cancel.cancel();
+    })
+}
+
+/// Applies `reload`'s config on every SIGHUP.
+fn spawn_reload_watch(proxy: Proxy, reload: ReloadFn) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot install a SIGHUP handler; configuration reload is off");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            let reload = reload.clone();
+            let config = match tokio::task::spawn_blocking(move || reload()).await {
+                Ok(Some(config)) => config,
+                Ok(None) => {
+                    tracing::warn!("SIGHUP: the new configuration was not applied; the running one stays");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: reloading the configuration failed");
+                    continue;
+                }
+            };
+            match proxy.reconfigure(config).await {
+                Ok(()) => tracing::info!("SIGHUP: configuration reloaded"),
+                Err(e) => tracing::error!(error = %e.text(), "SIGHUP: applying the configuration failed"),
+            }
+        }
     })
 }

@@ -209,3 +209,28 @@ async fn auth_actions_say_they_are_not_available_yet() {
     }
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_keywords_and_reconfigure() {
+    let env = start(json!({ "mcpServers": {
+        "fx": { "command": fixture(), "searchKeywords": { "echo": ["parrot", "mirror"] } },
+    }}))
+    .await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    let found = env.proxy.search(&SearchQuery::new("parrot")).unwrap();
+    assert_eq!(found.hits[0].doc.name, "fx_echo", "{}", found.text());
+
+    // A new config: fx removed, fz added. Status, search and calls follow it.
+    let dir = env.dir.clone();
+    let next = load(&json!({ "mcpServers": { "fz": stdio(&[]) } }), dir.path());
+    env.proxy.reconfigure(next).await.unwrap();
+    let names: Vec<String> = env.proxy.server_lines().into_iter().map(|l| l.name).collect();
+    assert_eq!(names, ["fz"]);
+    let r = env
+        .mcp(json!({ "tool": "fz_echo", "args": { "text": "new server" } }))
+        .await;
+    assert_eq!(r.text(), "new server");
+    let found = env.proxy.search(&SearchQuery::new("parrot")).unwrap();
+    assert_eq!(found.total, 0, "{}", found.text());
+    env.shutdown().await;
+}

@@ -4,8 +4,9 @@
 
 use rmcp::model::{
     ClientRequest, GetPromptRequestParams, PingRequest, ProtocolVersion, ReadResourceRequestParams, ResourceContents,
-    ServerResult,
+    ServerNotification, ServerResult, SubscriptionFilter,
 };
+use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -268,5 +269,64 @@ async fn a_host_that_disconnects_mid_call_cancels_the_upstream_call() {
     .await;
     let r = env.call("fx_echo", json!({ "text": "still here" })).await;
     assert_eq!(r.text(), "still here");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_07_28_host_discovers_calls_and_listens_for_changes() {
+    let env = start(json!({ "mcpServers": { "fx": {
+        "command": fixture(), "args": ["--event-log", "{dir}/fx.log"], "directTools": true,
+    }}}))
+    .await;
+    let (server_io, client_io) = tokio::io::duplex(1 << 20);
+    let served = tokio::spawn(pimcp_proxy::serve(
+        env.server(),
+        tokio::io::split(server_io),
+        tokio_util::sync::CancellationToken::new(),
+    ));
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    };
+    let client = TestHost::plain()
+        .serve_with_lifecycle(tokio::io::split(client_io), lifecycle)
+        .await
+        .unwrap();
+    let info = client.peer().peer_info().unwrap();
+    assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools[0].name, "mcp");
+    let mut params = rmcp::model::CallToolRequestParams::new("mcp");
+    params.arguments = json!({ "tool": "fx_echo", "args": { "text": "stateless" } })
+        .as_object()
+        .cloned();
+    let r = client.call_tool(params).await.unwrap();
+    assert_eq!(text_of(&r), "stateless");
+
+    // Discovery added direct tools: the change arrives on the subscription stream.
+    let mut subscription = client
+        .peer()
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .unwrap();
+    env.mcp(json!({ "connect": "fx" })).await;
+    let next = tokio::time::timeout(DEADLINE, subscription.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(next, Some(ServerNotification::ToolListChangedNotification(_))),
+        "{next:?}"
+    );
+    assert!(
+        client
+            .list_all_tools()
+            .await
+            .unwrap()
+            .iter()
+            .any(|t| t.name == "fx_echo")
+    );
+    client.cancel().await.unwrap();
+    tokio::time::timeout(DEADLINE, served).await.unwrap().unwrap().unwrap();
     env.shutdown().await;
 }
