@@ -40,7 +40,8 @@ pub use search::{
     SearchIndex, SearchPage, SearchQuery, ToolDoc,
 };
 pub use server::{
-    DEFAULT_SHUTDOWN_BOUND, ProxyServer, SERVER_NAME, SURFACE_DEBOUNCE, ServeOptions, run_stdio, serve, serve_stdio,
+    DEFAULT_SHUTDOWN_BOUND, ProxyServer, ReloadFn, SERVER_NAME, SURFACE_DEBOUNCE, ServeOptions, run_stdio, serve,
+    serve_stdio, stdin_pipe,
 };
 pub use shapes::{DEFAULT_SHAPE_CHARS, MAX_ENUM_VALUES, MAX_REF_DEPTH, shape, shape_within};
 pub use text::{

@@ -553,8 +553,8 @@ where
 /// Serves MCP on stdin/stdout until stdin closes, SIGINT or SIGTERM, then shuts the runtime down within
 /// `options.shutdown_bound` (no child process survives). `bridge` must be the one whose handlers the runtime has.
 ///
-/// Reading stdin occupies a blocking thread that tokio cannot interrupt: after this returns on a signal, end the
-/// process (`std::process::exit`) rather than waiting for the tokio runtime to drop.
+/// Stdin is read by a plain thread (see [`stdin_pipe`]), so returning on a signal while the host keeps stdin open
+/// leaves nothing for the tokio runtime to wait on when it is dropped.
 pub async fn serve_stdio(
     runtime: Runtime,
     proxy: Proxy,
@@ -565,7 +565,7 @@ pub async fn serve_stdio(
     let cancel = CancellationToken::new();
     let signals = spawn_signal_watch(cancel.clone());
     let reloads = options.reload.clone().map(|reload| spawn_reload_watch(proxy, reload));
-    let served = serve(server.clone(), rmcp::transport::stdio(), cancel.clone()).await;
+    let served = serve(server.clone(), (stdin_pipe(), tokio::io::stdout()), cancel.clone()).await;
     if let Err(e) = &served {
         tracing::error!(error = %e, "stdio session failed");
     }
@@ -651,4 +651,38 @@ fn spawn_reload_watch(proxy: Proxy, reload: ReloadFn) -> tokio::task::JoinHandle
             }
         }
     })
+}
+
+/// Stdin as an async reader fed by a detached OS thread. tokio's own `stdin()` reads on the blocking pool, and a
+/// tokio runtime waits for its blocking threads when dropped: a host that keeps stdin open after SIGTERM would hang
+/// the exit. This thread is never joined; it ends at EOF, on a read error, or with the process.
+pub fn stdin_pipe() -> tokio::io::DuplexStream {
+    use std::io::Read as _;
+    use tokio::io::AsyncWriteExt as _;
+    const CHUNK_BYTES: usize = 64 * 1024;
+    let (reader, mut writer) = tokio::io::duplex(CHUNK_BYTES);
+    let spawned = std::thread::Builder::new().name("pimcp-stdin".into()).spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = vec![0u8; CHUNK_BYTES];
+        loop {
+            let n = match stdin.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::debug!(error = %e, "reading stdin failed");
+                    break;
+                }
+            };
+            // The duplex needs no tokio driver, so a plain executor can wait for room in it.
+            if futures::executor::block_on(writer.write_all(&buf[..n])).is_err() {
+                break;
+            }
+        }
+        let _ = futures::executor::block_on(writer.shutdown());
+    });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the stdin reader thread");
+    }
+    reader
 }
