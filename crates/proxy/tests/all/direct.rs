@@ -146,3 +146,19 @@ async fn a_frozen_surface_never_changes() {
     session.client.cancel().await.unwrap();
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_direct_tools_overrides_the_config() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let env = start_env(
+        dir,
+        config(json!({ "directTools": true }), json!({})),
+        &[("MCP_DIRECT_TOOLS", "fx/echo")],
+    )
+    .await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    assert_eq!(session.tool_names().await, ["mcp", "fx_echo"]);
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}

@@ -99,9 +99,23 @@ pub async fn start(config: Value) -> Env {
 
 /// [`start`] in an existing directory (a second run sees the first run's metadata cache).
 pub async fn start_in(dir: Arc<tempfile::TempDir>, config: Value) -> Env {
+    start_env(dir, config, &[]).await
+}
+
+/// [`start_in`] with these environment variables visible to the config loader (`MCP_DIRECT_TOOLS`, …).
+pub async fn start_env(dir: Arc<tempfile::TempDir>, config: Value, env: &[(&str, &str)]) -> Env {
     let text = config.to_string().replace("{dir}", &dir.path().to_string_lossy());
     let config: Value = serde_json::from_str(&text).unwrap();
-    let cfg = load(&config, dir.path());
+    let mut options = LoadOptions::new(dir.path().join("home"), dir.path());
+    for (k, v) in env {
+        options.env.insert(*k, *v);
+    }
+    let cfg = pimcp_config::load_in_memory(&config, &options);
+    assert!(
+        !cfg.problems.iter().any(|p| p.severity == Severity::Error),
+        "config problems: {:?}",
+        cfg.problems
+    );
     let bridge = HostBridge::new();
     let mut opts = RuntimeOptions::new(cfg.clone(), dir.path().join("agent"), dir.path().join("data"));
     opts.tuning = tuning();
