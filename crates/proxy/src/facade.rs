@@ -184,6 +184,28 @@ pub struct ProxyOptions {
 }
 
 /// The `mcp` proxy over one runtime. Cheap to clone; all clones share the index, validators and spill directory.
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use pimcp_actors::{Runtime, RuntimeOptions};
+/// use pimcp_proxy::{CallContext, Proxy};
+///
+/// let dir = tempfile::tempdir()?;
+/// let config = pimcp_config::load_in_memory(
+///     &serde_json::json!({ "mcpServers": { "fixture": { "command": mcp_fixture::bin_path() } } }),
+///     &pimcp_config::LoadOptions::new(dir.path(), dir.path()),
+/// );
+/// let runtime = Runtime::start(RuntimeOptions::new(config.clone(), dir.path().join("agent"), dir.path().join("data"))).await?;
+/// let proxy = Proxy::new(runtime.handle(), &config)?;
+/// // Exactly what the model gets from `mcp({tool: "fixture_echo", args: {text: "hi"}})`.
+/// let arguments = serde_json::json!({ "tool": "fixture_echo", "args": { "text": "hi" } });
+/// let response = proxy.handle_arguments(Some(&arguments), &CallContext::default()).await;
+/// assert_eq!(response.text(), "hi");
+/// runtime.shutdown(std::time::Duration::from_secs(5)).await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Proxy {
     inner: Arc<Inner>,
