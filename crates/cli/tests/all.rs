@@ -6,6 +6,8 @@
 mod commands;
 #[path = "all/editing.rs"]
 mod editing;
+#[path = "all/runtime.rs"]
+mod runtime;
 #[path = "all/secrets.rs"]
 mod secrets;
 #[path = "all/support.rs"]

@@ -1,6 +1,6 @@
 //! A planted secret — in the environment (referenced by `${VAR}`), literally in headers and env values, and as the
-//! output a `!command` would print — appears in no output of any config command, human or `--json`, in no log line
-//! (at trace level) and in no error message.
+//! output a `!command` would print — appears in no output of any config or runtime command, human or `--json`, in
+//! no log line (at trace level) and in no error message.
 
 use crate::support::Sandbox;
 
@@ -53,6 +53,14 @@ fn planted_secret_never_appears_in_any_output() {
         vec!["enable", "missing-server"],
         vec!["disable", "stdio"],
         vec!["config", "show", "--json"],
+        vec!["status"],
+        vec!["status", "--json"],
+        vec!["enable", "stdio"],
+        vec!["connect", "stdio", "--json"],
+        vec!["connect", "proj"],
+        vec!["search", "anything", "--json"],
+        vec!["call", "stdio_tool", "{}", "--json"],
+        vec!["prompts", "--json"],
     ]
     .into_iter()
     .map(|args| {
@@ -90,6 +98,17 @@ fn planted_secret_never_appears_in_any_output() {
     assert_eq!(runs[7].1.code, 1, "adding an existing server fails: {:?}", runs[7].1);
     assert_eq!(runs[8].1.code, 2, "unknown server is a usage error: {:?}", runs[8].1);
     assert_eq!(runs[9].1.code, 0, "{:?}", runs[9].1);
+    let connect = &runs[14].1;
+    assert_eq!(
+        connect.code, 2,
+        "a missing variable is a configuration error: {connect:?}"
+    );
+    assert!(connect.stdout.contains("NOT_SET_VAR"), "{connect:?}");
+    assert_eq!(
+        runs[15].1.code, 2,
+        "an untrusted server does not start: {:?}",
+        runs[15].1
+    );
     let disabled = std::fs::read_to_string(sb.project.join(".pi/mcp.json")).unwrap();
     assert!(!disabled.contains(SECRET), "disable copied a credential: {disabled}");
 }

@@ -67,6 +67,12 @@ impl Sandbox {
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
+        self.run_with_stdin(args, "")
+    }
+
+    /// Runs `pimcp-run` with `stdin` as its standard input.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        use std::io::Write as _;
         let mut command = Command::new(env!("CARGO_BIN_EXE_pimcp-run"));
         command
             .args(args)
@@ -75,15 +81,67 @@ impl Sandbox {
             .env("HOME", &self.home)
             .env("PIMCP_DATA_DIR", &self.data)
             .current_dir(&self.project)
-            .stdin(Stdio::null());
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         for (name, value) in &self.env {
             command.env(name, value);
         }
-        let out = command.output().unwrap();
+        let mut child = command.spawn().unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.as_bytes()).unwrap();
+        drop(input);
+        let out = child.wait_with_output().unwrap();
         Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
+    }
+}
+
+impl Sandbox {
+    /// Runs `pimcp-run ARGS` on a pseudo-terminal (util-linux `script`), so stdin, stdout and stderr are all a TTY.
+    /// The terminal's output (both streams) is in `stdout`.
+    pub fn run_in_terminal(&self, args: &[&str]) -> Run {
+        let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+        let mut line = quote(env!("CARGO_BIN_EXE_pimcp-run"));
+        for arg in args {
+            line.push(' ');
+            line.push_str(&quote(arg));
+        }
+        let mut command = Command::new("script");
+        command
+            .args(["-qec", &line, "/dev/null"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", &self.home)
+            .env("PIMCP_DATA_DIR", &self.data)
+            .env("SHELL", "/bin/sh")
+            .env("TERM", "xterm")
+            .current_dir(&self.project)
+            .stdin(Stdio::null());
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
+        let out = command.output().expect("run `script` (util-linux)");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// True while the process exists and is not a zombie.
+pub fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next());
+            !matches!(state, Some("Z" | "X") | None)
+        }
+        Err(_) => false,
     }
 }
