@@ -276,3 +276,52 @@ fn on_a_terminal_colour_and_a_progress_line_unless_no_color() {
     );
     assert!(hint.stdout.contains("fixture"), "{hint:?}");
 }
+
+#[test]
+fn ctrl_c_interrupts_a_call_and_stops_the_server() {
+    let sb = Sandbox::new();
+    let pid_file = sb.root.path().join("fixture.pid");
+    sb.write(
+        sb.global(),
+        &json!({ "mcpServers": { "fixture": {
+            "command": mcp_fixture::bin_path(),
+            "args": ["--pid-file", pid_file],
+        } } })
+        .to_string(),
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pimcp-run"))
+        .args(["call", "fixture_slow", r#"{"ms": 60000}"#, "--json"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", &sb.home)
+        .env("PIMCP_DATA_DIR", &sb.data)
+        .current_dir(&sb.project)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server = None;
+    let started = crate::support::poll_until(std::time::Duration::from_secs(20), || {
+        server = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|p| p.trim().parse::<u32>().ok());
+        server.is_some()
+    });
+    assert!(started, "the fixture never started");
+    let server = server.unwrap();
+    // The call is running once the server is up; SIGINT is what Ctrl-C sends.
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["error"]["category"], "interrupted");
+    assert!(
+        !pid_alive(server),
+        "the fixture (pid {server}) outlived the interrupted command"
+    );
+}

@@ -145,3 +145,17 @@ pub fn pid_alive(pid: u32) -> bool {
         Err(_) => false,
     }
 }
+
+/// Polls `done` every 20 ms until it holds or `deadline` passes; returns whether it held.
+pub fn poll_until(deadline: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        if done() {
+            return true;
+        }
+        if start.elapsed() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
