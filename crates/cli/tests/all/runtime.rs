@@ -289,7 +289,7 @@ fn ctrl_c_interrupts_a_call_and_stops_the_server() {
         } } })
         .to_string(),
     );
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pimcp-run"))
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_pimcp-run"))
         .args(["call", "fixture_slow", r#"{"ms": 60000}"#, "--json"])
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
