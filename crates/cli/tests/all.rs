@@ -10,5 +10,7 @@ mod editing;
 mod runtime;
 #[path = "all/secrets.rs"]
 mod secrets;
+#[path = "all/serve.rs"]
+mod serve;
 #[path = "all/support.rs"]
 mod support;
