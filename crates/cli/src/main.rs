@@ -22,12 +22,14 @@ pub(crate) const EXIT_USAGE: u8 = 2;
 
 const AFTER_HELP: &str = "\
 Exit codes:
-  0  success
-  1  the operation failed
-  2  usage error or invalid configuration
+  0    success
+  1    the operation failed (server unreachable, timeout, needs auth, the tool returned an error, …)
+  2    usage error or invalid configuration (also: unknown server or tool, arguments that do not match the schema)
+  130  interrupted (Ctrl-C)
 
-With no command, pimcp-run is the stdio MCP server a host starts; run from a terminal it prints how to add it
-to a host. Logs go to stderr (PIMCP_LOG or RUST_LOG, e.g. PIMCP_LOG=debug).";
+With no command, pimcp-run is the stdio MCP server a host starts (SIGHUP reloads the configuration); run from a
+terminal it prints how to add it to a host and the status. Read commands take --json (versioned shapes, see
+docs/cli.md). Logs go to stderr (PIMCP_LOG or RUST_LOG, e.g. PIMCP_LOG=debug).";
 
 /// One small, robust MCP client runtime: many MCP servers behind a single `mcp` proxy tool.
 #[derive(Debug, Parser)]

@@ -10,7 +10,7 @@ fn version_help_and_usage_errors() {
     assert!(version.stdout.starts_with("pimcp-run "), "{version:?}");
     let help = sb.run(&["--help"]);
     assert_eq!(help.code, 0);
-    assert!(help.stdout.contains("Exit codes:") && help.stdout.contains("2  usage error or invalid configuration"));
+    assert!(help.stdout.contains("Exit codes:") && help.stdout.contains("2    usage error or invalid configuration"));
     assert_eq!(sb.run(&["frobnicate"]).code, 2);
     assert_eq!(sb.run(&["config", "show", "--bogus"]).code, 2);
     let add = sb.run(&["add", "x"]);
