@@ -71,7 +71,11 @@ async fn inspector_cli_drives_pimcp_run() {
         ],
     )
     .await;
-    assert!(text(&connected).contains("fixture: 17 tools"), "{connected:#}");
+    let listing = text(&connected);
+    assert!(
+        listing.starts_with("fixture: ") && listing.contains("fixture_echo"),
+        "{connected:#}"
+    );
 
     let found = inspect(
         &sandbox,
