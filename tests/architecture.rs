@@ -24,14 +24,22 @@ fn metadata() -> anyhow::Result<Value> {
         .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()?;
-    anyhow::ensure!(out.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
+    anyhow::ensure!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
 /// (package, dependency, kind) for every dependency between workspace packages.
 fn workspace_edges(meta: &Value) -> Vec<(String, String, String)> {
-    let members: Vec<&str> =
-        meta["packages"].as_array().into_iter().flatten().filter_map(|p| p["name"].as_str()).collect();
+    let members: Vec<&str> = meta["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
     let mut edges = Vec::new();
     for package in meta["packages"].as_array().into_iter().flatten() {
         let name = package["name"].as_str().unwrap_or_default();
@@ -58,14 +66,20 @@ fn violations(edges: &[(String, String, String)]) -> Vec<String> {
         }
         if TEST_SUPPORT.contains(&to.as_str()) {
             if kind != "dev" {
-                bad.push(format!("`{from}` may use `{to}` only as a dev-dependency (found a {kind} dependency)"));
+                bad.push(format!(
+                    "`{from}` may use `{to}` only as a dev-dependency (found a {kind} dependency)"
+                ));
             }
             continue;
         }
         match (layer.get(from.as_str()), layer.get(to.as_str())) {
             (Some(a), Some(b)) if a > b => {}
-            (Some(_), Some(_)) => bad.push(format!("`{from}` depends on `{to}` ({kind}): arrows must point down the layers")),
-            _ => bad.push(format!("`{from}` → `{to}`: crate missing from the layer table in tests/architecture.rs")),
+            (Some(_), Some(_)) => bad.push(format!(
+                "`{from}` depends on `{to}` ({kind}): arrows must point down the layers"
+            )),
+            _ => bad.push(format!(
+                "`{from}` → `{to}`: crate missing from the layer table in tests/architecture.rs"
+            )),
         }
     }
     bad
@@ -74,7 +88,10 @@ fn violations(edges: &[(String, String, String)]) -> Vec<String> {
 #[test]
 fn dependency_arrows_point_one_way() -> anyhow::Result<()> {
     let edges = workspace_edges(&metadata()?);
-    assert!(!edges.is_empty(), "no workspace edges found: is cargo metadata reading the right workspace?");
+    assert!(
+        !edges.is_empty(),
+        "no workspace edges found: is cargo metadata reading the right workspace?"
+    );
     let bad = violations(&edges);
     assert!(bad.is_empty(), "architecture violations:\n{}", bad.join("\n"));
     Ok(())
@@ -83,9 +100,21 @@ fn dependency_arrows_point_one_way() -> anyhow::Result<()> {
 #[test]
 fn checker_rejects_an_upward_arrow() {
     let edges = vec![
-        ("pimcp-config".to_string(), "pimcp-actors".to_string(), "normal".to_string()),
-        ("pimcp-proxy".to_string(), "mcp-fixture".to_string(), "normal".to_string()),
-        ("mcp-fixture".to_string(), "pimcp-config".to_string(), "normal".to_string()),
+        (
+            "pimcp-config".to_string(),
+            "pimcp-actors".to_string(),
+            "normal".to_string(),
+        ),
+        (
+            "pimcp-proxy".to_string(),
+            "mcp-fixture".to_string(),
+            "normal".to_string(),
+        ),
+        (
+            "mcp-fixture".to_string(),
+            "pimcp-config".to_string(),
+            "normal".to_string(),
+        ),
     ];
     assert_eq!(violations(&edges).len(), 3);
 }
@@ -111,6 +140,10 @@ fn every_rust_file_opens_with_a_module_doc() -> anyhow::Result<()> {
         }
     }
     missing.sort();
-    assert!(missing.is_empty(), "files without a `//!` header:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "files without a `//!` header:\n{}",
+        missing.join("\n")
+    );
     Ok(())
 }
