@@ -21,6 +21,7 @@ use crate::process::ProcessOptions;
 use crate::router::RouterMsg;
 use crate::server::ServerMsg;
 use crate::status::StatusBoard;
+use crate::trace::TraceSink;
 
 pub(crate) struct Shared {
     pub settings: Settings,
@@ -46,6 +47,8 @@ pub(crate) struct Shared {
     pub connect_budget_ms: std::sync::atomic::AtomicU64,
     /// `(server, original tool)` pairs the host allowed for this session.
     pub approvals: DashMap<(String, String), ()>,
+    /// The JSONL protocol trace file (written only for servers with tracing on).
+    pub trace: TraceSink,
 }
 
 impl Shared {

@@ -17,6 +17,7 @@ mod runtime;
 mod server;
 mod status;
 mod supervisor;
+mod trace;
 pub mod transport;
 
 pub use cache::{CACHE_FILE_NAME, CACHE_MAX_AGE, CACHE_VERSION, CacheEntry, CacheFile, Freshness, MetadataCache};
@@ -33,4 +34,8 @@ pub use policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker, Tuning};
 pub use process::{ProcessOptions, SHIM_ARG, SHIM_BINARY, ShimMode, StderrTail, shim_main_if_requested};
 pub use runtime::{CONTROL_REPLY_SLACK, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
 pub use status::{RuntimeEvent, ServerState, ServerStatus, StatusSnapshot};
+pub use trace::{
+    DEFAULT_TRACE_MAX_BYTES, Direction, MIN_TRACE_MAX_BYTES, MessageKind, ProtocolTrace, TRACE_FILE_NAME,
+    TRACE_VERSION, TraceLine, TraceSink, TracedTransport, trace_enabled,
+};
 pub use transport::{ConnectError, ConnectSpec, Connection, Era, connect, default_http_client};

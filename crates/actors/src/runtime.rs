@@ -478,6 +478,7 @@ impl Runtime {
             shutting_down: AtomicBool::new(false),
             connect_budget_ms: std::sync::atomic::AtomicU64::new(0),
             approvals: DashMap::new(),
+            trace: crate::trace::TraceSink::from_settings(&config.settings.trace, &agent_dir),
         });
         shared.set_connect_budget(&config.servers);
         let known_for_catalog: BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)> = initial

@@ -372,6 +372,7 @@ impl ServerActor {
             cancel: cancel.clone(),
             resume_session: st.resume.take(),
             access_token: None,
+            trace: crate::trace::ProtocolTrace::for_server(&st.shared.trace, &st.shared.settings.trace, &st.cfg),
         };
         let request_timeout = st.cfg.timeouts.request;
         let grace = st.shared.tuning.close_grace;

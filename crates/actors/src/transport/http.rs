@@ -169,7 +169,11 @@ pub(super) async fn connect<H: ClientHandler>(
         http: spec.http.clone(),
         state: state.clone(),
     };
-    let transport = StreamableHttpClientTransport::with_client(client, config);
+    let transport = crate::trace::traced(
+        StreamableHttpClientTransport::with_client(client, config),
+        spec.trace.as_ref(),
+        TransportKind::StreamableHttp,
+    );
     // A session to resume proves the initialize era: skip the discover probe.
     let lifecycle = if spec.resume_session.as_ref().is_some_and(|r| r.url == http.url) {
         ClientLifecycleMode::Initialize

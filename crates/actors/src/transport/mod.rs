@@ -49,6 +49,8 @@ pub struct ConnectSpec {
     pub resume_session: Option<SessionResume>,
     /// An OAuth access token from the auth layer, sent as `Authorization: Bearer` (overrides `bearerToken`).
     pub access_token: Option<pimcp_config::Secret>,
+    /// Record this connection in the JSONL protocol trace (`settings.trace` / per-server `trace`).
+    pub trace: Option<crate::trace::ProtocolTrace>,
 }
 
 impl std::fmt::Debug for ConnectSpec {
@@ -59,6 +61,7 @@ impl std::fmt::Debug for ConnectSpec {
             .field("era_hint", &self.era_hint)
             .field("process", &self.process)
             .field("resume_session", &self.resume_session.is_some())
+            .field("trace", &self.trace.is_some())
             .finish_non_exhaustive()
     }
 }

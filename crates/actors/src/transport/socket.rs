@@ -46,7 +46,10 @@ pub(super) async fn connect<H: ClientHandler>(
     let client = handshake::bounded(
         deadline,
         &spec.cancel,
-        handler.serve_with_lifecycle((read, write), lifecycle),
+        handler.serve_with_lifecycle(
+            crate::trace::traced((read, write), spec.trace.as_ref(), TransportKind::UnixSocket),
+            lifecycle,
+        ),
     )
     .await
     .map_err(abort)?

@@ -283,7 +283,10 @@ pub(super) async fn connect<H: ClientHandler>(
     let client = handshake::bounded(
         deadline,
         &spec.cancel,
-        handler.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
+        handler.serve_with_lifecycle(
+            crate::trace::traced(transport, spec.trace.as_ref(), TransportKind::LegacySse),
+            ClientLifecycleMode::Initialize,
+        ),
     )
     .await
     .map_err(abort)?

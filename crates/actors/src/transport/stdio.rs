@@ -175,7 +175,12 @@ async fn attempt<H: ClientHandler>(
     let shimmed = child.is_shimmed();
     tracing::debug!(server = %name, pid, shimmed, "spawned stdio server");
 
-    let handshake_fut = handler.serve_with_lifecycle((spawned.stdout, spawned.stdin), lifecycle);
+    let transport = crate::trace::traced(
+        (spawned.stdout, spawned.stdin),
+        spec.trace.as_ref(),
+        TransportKind::Stdio,
+    );
+    let handshake_fut = handler.serve_with_lifecycle(transport, lifecycle);
     enum Step<T> {
         Done(T),
         Exited,
