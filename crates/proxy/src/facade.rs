@@ -229,6 +229,8 @@ struct Inner {
     index: Mutex<Option<Arc<Indexed>>>,
     validators: Mutex<HashMap<String, CachedValidator>>,
     bridge: OnceLock<HostBridge>,
+    /// An operator notice shown at the top of `mcp({})` (a configuration reload that was refused, …).
+    notice: RwLock<Option<String>>,
 }
 
 /// A compiled validator and the schema it was compiled from (compared by pointer).
@@ -269,6 +271,7 @@ impl Proxy {
                 index: Mutex::new(None),
                 validators: Mutex::new(HashMap::new()),
                 bridge,
+                notice: RwLock::new(None),
             }),
         };
         proxy.spawn_indexer();
@@ -309,6 +312,23 @@ impl Proxy {
     /// The configuration the proxy currently works with.
     pub fn config(&self) -> Arc<Config> {
         match self.inner.config.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Sets (or clears) the notice shown at the top of `mcp({})`, e.g. that a configuration reload was refused and
+    /// the previous setup is still running.
+    pub fn set_notice(&self, notice: Option<String>) {
+        match self.inner.notice.write() {
+            Ok(mut g) => *g = notice,
+            Err(p) => *p.into_inner() = notice,
+        }
+    }
+
+    /// The notice set with [`Proxy::set_notice`].
+    pub fn notice(&self) -> Option<String> {
+        match self.inner.notice.read() {
             Ok(g) => g.clone(),
             Err(p) => p.into_inner().clone(),
         }
@@ -373,7 +393,13 @@ impl Proxy {
             ),
             ProxyRequest::Search(query) => respond(self.search(&query).map(|o| o.text())),
             ProxyRequest::List { server } => respond(self.list(&server).await.map(|l| l.text())),
-            ProxyRequest::Status => ProxyResponse::text_ok(status_text(&self.server_lines())),
+            ProxyRequest::Status => {
+                let text = status_text(&self.server_lines());
+                ProxyResponse::text_ok(match self.notice() {
+                    Some(notice) => format!("{notice}\n\n{text}"),
+                    None => text,
+                })
+            }
         }
     }
 
@@ -514,6 +540,8 @@ impl Proxy {
             return e.into();
         }
         let bridge = self.inner.bridge.get();
+        // Routes the upstream's requests during this call to the host session that made it.
+        let _in_flight = bridge.and_then(|b| b.begin_call(&tool.server, &tool.name));
         let refusals_before = bridge.map(|b| b.refusals(&tool.server));
         let opts = CallOptions {
             server: Some(tool.server.clone()),

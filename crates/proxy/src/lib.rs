@@ -3,7 +3,8 @@
 //! definition itself. The runtime (`pimcp-actors`) feeds it data; nothing here does I/O except spill files.
 //! On top of those: the [`Proxy`] façade over a running runtime (every mode of the `mcp` tool, direct tools,
 //! prompts, resources) and the `pimcp-run` MCP server ([`ProxyServer`], [`serve`], [`serve_stdio`], [`run_stdio`])
-//! with its [`HostBridge`] forwarding sampling, elicitation, roots and approvals to the host.
+//! with its [`HostBridge`] forwarding sampling, elicitation, roots and approvals to the host, over stdio or shared by
+//! many host sessions over Streamable HTTP ([`serve_http`], [`run_http`]; [`attach_stdio`] relays a stdio host to it).
 
 mod approval;
 mod describe;
@@ -12,6 +13,7 @@ mod error;
 mod facade;
 mod forward;
 mod guard;
+mod http;
 mod render;
 mod request;
 mod search;
@@ -33,6 +35,11 @@ pub use forward::{ELICITATION_TIMEOUT, HostBridge, ROOTS_TIMEOUT, SAMPLING_TIMEO
 pub use guard::{
     DEFAULT_SPILL_BUDGET_BYTES, GuardReport, Guarded, MAX_BLOB_BYTES, SPILL_DIR_PREFIX, SpillDir, apply_guard,
 };
+pub use self::http::{
+    AttachOptions, AuthToken, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_REQUESTS_PER_SESSION, DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE, HttpOptions, LOOPBACK_HOSTS, MCP_PATH, STATUS_PATH, STATUS_SCHEMA, attach_stdio, bind,
+    run_http, serve_http,
+};
 pub use render::{Binary, BinaryKind, EMPTY_ERROR, EMPTY_RESULT, Piece, Rendered, human_bytes, render_call_result};
 pub use request::{PARAMS, ProxyRequest, parse_request};
 pub use search::{
@@ -40,8 +47,8 @@ pub use search::{
     SearchIndex, SearchPage, SearchQuery, ToolDoc,
 };
 pub use server::{
-    DEFAULT_SHUTDOWN_BOUND, ProxyServer, ReloadFn, SERVER_NAME, SURFACE_DEBOUNCE, ServeOptions, run_stdio, serve,
-    serve_stdio, stdin_pipe,
+    DEFAULT_DRAIN_BOUND, DEFAULT_SHUTDOWN_BOUND, IMMEDIATE_SHUTDOWN_BOUND, ProxyServer, ReloadFn, SERVER_NAME,
+    SURFACE_DEBOUNCE, ServeOptions, run_stdio, serve, serve_stdio, stdin_pipe,
 };
 pub use shapes::{DEFAULT_SHAPE_CHARS, MAX_ENUM_VALUES, MAX_REF_DEPTH, shape, shape_within};
 pub use text::{

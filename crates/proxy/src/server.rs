@@ -2,6 +2,9 @@
 //! direct tools, upstream prompts (`<server>_<prompt>`) and resources, with `list_changed` notifications when that
 //! surface changes (tools only while not frozen). [`serve`] runs it over any transport (the HTTP mode reuses it);
 //! [`serve_stdio`] / [`run_stdio`] run the stdio entry point with signal handling and a bounded runtime shutdown.
+//! Shutdown is graceful: the first SIGINT/SIGTERM (or [`ServeOptions::with_shutdown_token`]) refuses new calls,
+//! waits up to [`ServeOptions::drain_bound`] for calls in flight, then closes the servers; a second signal skips the
+//! wait and kills the servers at once.
 //!
 //! Protocol notes: every version rmcp knows is supported, 2026-07-28 included (`server/discover` is answered by
 //! rmcp's default from [`ProxyServer`]'s info, before or instead of `initialize`); `ping` is answered; a line that is
@@ -10,6 +13,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
@@ -31,12 +35,16 @@ use tokio_util::sync::CancellationToken;
 use crate::direct::{DirectTool, direct_tools};
 use crate::error::{Error, Result};
 use crate::facade::{CallContext, Proxy, ProxyOptions};
-use crate::forward::HostBridge;
+use crate::forward::{HostBridge, with_caller};
 use crate::text::{Category, ProxyError};
 use crate::tool_def::{TOOL_NAME, ToolDefOptions, mcp_tool};
 
 /// Default bound of the runtime shutdown after the host goes away or a signal arrives.
 pub const DEFAULT_SHUTDOWN_BOUND: Duration = Duration::from_secs(5);
+/// Default bound of the wait for calls in flight when a shutdown is requested.
+pub const DEFAULT_DRAIN_BOUND: Duration = Duration::from_secs(10);
+/// Runtime shutdown bound after a second signal: servers are killed rather than closed.
+pub const IMMEDIATE_SHUTDOWN_BOUND: Duration = Duration::from_millis(200);
 /// Quiet time after a catalog change before the surface is recomputed (coalesces `list_changed` storms).
 pub const SURFACE_DEBOUNCE: Duration = Duration::from_millis(50);
 /// The name `pimcp-run` reports in `serverInfo`.
@@ -52,15 +60,21 @@ pub type ReloadFn = Arc<dyn Fn() -> Option<Config> + Send + Sync>;
 pub struct ServeOptions {
     /// How long the runtime may take to close every server at the end (then the rest is killed).
     pub shutdown_bound: Duration,
+    /// How long a requested shutdown waits for calls in flight before closing the servers.
+    pub drain_bound: Duration,
     /// Called on SIGHUP; a returned config is applied with [`Proxy::reconfigure`].
     pub reload: Option<ReloadFn>,
+    /// Cancelling it requests a graceful shutdown, like SIGTERM.
+    pub shutdown: Option<CancellationToken>,
 }
 
 impl std::fmt::Debug for ServeOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServeOptions")
             .field("shutdown_bound", &self.shutdown_bound)
+            .field("drain_bound", &self.drain_bound)
             .field("reload", &self.reload.is_some())
+            .field("shutdown", &self.shutdown.is_some())
             .finish()
     }
 }
@@ -69,7 +83,9 @@ impl Default for ServeOptions {
     fn default() -> Self {
         ServeOptions {
             shutdown_bound: DEFAULT_SHUTDOWN_BOUND,
+            drain_bound: DEFAULT_DRAIN_BOUND,
             reload: None,
+            shutdown: None,
         }
     }
 }
@@ -77,6 +93,17 @@ impl Default for ServeOptions {
 impl ServeOptions {
     pub fn with_shutdown_bound(mut self, bound: Duration) -> Self {
         self.shutdown_bound = bound;
+        self
+    }
+
+    pub fn with_drain_bound(mut self, bound: Duration) -> Self {
+        self.drain_bound = bound;
+        self
+    }
+
+    /// Shut down gracefully when `token` is cancelled (besides SIGINT/SIGTERM).
+    pub fn with_shutdown_token(mut self, token: CancellationToken) -> Self {
+        self.shutdown = Some(token);
         self
     }
 
@@ -116,6 +143,30 @@ struct ServerInner {
     sinks: Mutex<Vec<SubscriptionSink>>,
     /// Stops the surface watcher.
     stop: CancellationToken,
+    /// Host requests (tool calls, prompt gets, resource reads) being answered.
+    in_flight: AtomicUsize,
+    /// Signalled each time `in_flight` drops to zero.
+    idle: tokio::sync::Notify,
+    /// A shutdown was requested: new calls are refused.
+    draining: AtomicBool,
+}
+
+/// Counts one host request in flight.
+struct Busy<'a>(&'a ServerInner);
+
+impl<'a> Busy<'a> {
+    fn new(inner: &'a ServerInner) -> Busy<'a> {
+        inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        Busy(inner)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
 }
 
 /// What the host sees besides `mcp`; compared to decide which `list_changed` notifications to send.
@@ -174,6 +225,9 @@ impl ProxyServer {
                 peers: Mutex::new(Vec::new()),
                 sinks: Mutex::new(Vec::new()),
                 stop: CancellationToken::new(),
+                in_flight: AtomicUsize::new(0),
+                idle: tokio::sync::Notify::new(),
+                draining: AtomicBool::new(false),
             }),
         };
         server.spawn_watcher();
@@ -198,6 +252,40 @@ impl ProxyServer {
     /// Stops the surface watcher (also stopped when the last clone is dropped).
     pub fn stop(&self) {
         self.inner.stop.cancel();
+    }
+
+    /// The bridge forwarding server→client requests to the hosts.
+    pub fn bridge(&self) -> &HostBridge {
+        &self.inner.bridge
+    }
+
+    /// Host requests (tool calls, prompt gets, resource reads) being answered right now, over every session.
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Refuses new calls from now on (they get a `connection` error saying pimcp-run is shutting down); calls
+    /// already in flight go on.
+    pub fn begin_drain(&self) {
+        self.inner.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.inner.draining.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no host request is in flight, at most `bound`; returns whether that happened.
+    pub async fn drain(&self, bound: Duration) -> bool {
+        let idle = async {
+            loop {
+                let notified = self.inner.idle.notified();
+                if self.in_flight() == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(bound, idle).await.is_ok()
     }
 
     fn surface(&self) -> Surface {
@@ -424,6 +512,79 @@ impl ServerHandler for ProxyServer {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
+        if self.is_draining() {
+            let error = ProxyError::new(Category::Connection, "pimcp-run is shutting down; the call was not made.")
+                .with_hint("Retry once pimcp-run is back.");
+            return Ok(crate::facade::ProxyResponse::from(error).result.into());
+        }
+        let _busy = Busy::new(&self.inner);
+        let peer = ctx.peer.clone();
+        with_caller(peer, self.answer_call(request, ctx)).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListPromptsResult, ErrorData> {
+        let prompts = self
+            .inner
+            .proxy
+            .prompts()
+            .into_iter()
+            .map(|entry| {
+                let mut p: Prompt = entry.prompt;
+                p.name = entry.name;
+                p
+            })
+            .collect();
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<GetPromptResponse, ErrorData> {
+        let _busy = Busy::new(&self.inner);
+        match self.inner.proxy.get_prompt(&request.name, request.arguments).await {
+            Ok(result) => Ok(GetPromptResponse::Complete(result)),
+            Err(e) => Err(protocol_error(&e)),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourcesResult, ErrorData> {
+        let resources = self.inner.proxy.resources().into_iter().map(|(_, r)| r).collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<ReadResourceResponse, ErrorData> {
+        let _busy = Busy::new(&self.inner);
+        match self.inner.proxy.read_resource(&request.uri).await {
+            Ok(result) => Ok(ReadResourceResponse::Complete(result)),
+            Err(e) if e.category == Category::UnknownTool => {
+                Err(ErrorData::resource_not_found(e.message.clone(), None))
+            }
+            Err(e) => Err(protocol_error(&e)),
+        }
+    }
+}
+
+impl ProxyServer {
+    /// A host's `tools/call`: the `mcp` tool or a direct tool.
+    async fn answer_call(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResponse, ErrorData> {
         let call = CallContext {
             cancel: Some(ctx.ct.clone()),
             timeout: None,
@@ -456,59 +617,6 @@ impl ServerHandler for ProxyServer {
             }
         };
         Ok(response.result.into())
-    }
-
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> std::result::Result<ListPromptsResult, ErrorData> {
-        let prompts = self
-            .inner
-            .proxy
-            .prompts()
-            .into_iter()
-            .map(|entry| {
-                let mut p: Prompt = entry.prompt;
-                p.name = entry.name;
-                p
-            })
-            .collect();
-        Ok(ListPromptsResult::with_all_items(prompts))
-    }
-
-    async fn get_prompt(
-        &self,
-        request: GetPromptRequestParams,
-        _ctx: RequestContext<RoleServer>,
-    ) -> std::result::Result<GetPromptResponse, ErrorData> {
-        match self.inner.proxy.get_prompt(&request.name, request.arguments).await {
-            Ok(result) => Ok(GetPromptResponse::Complete(result)),
-            Err(e) => Err(protocol_error(&e)),
-        }
-    }
-
-    async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
-    ) -> std::result::Result<ListResourcesResult, ErrorData> {
-        let resources = self.inner.proxy.resources().into_iter().map(|(_, r)| r).collect();
-        Ok(ListResourcesResult::with_all_items(resources))
-    }
-
-    async fn read_resource(
-        &self,
-        request: ReadResourceRequestParams,
-        _ctx: RequestContext<RoleServer>,
-    ) -> std::result::Result<ReadResourceResponse, ErrorData> {
-        match self.inner.proxy.read_resource(&request.uri).await {
-            Ok(result) => Ok(ReadResourceResponse::Complete(result)),
-            Err(e) if e.category == Category::UnknownTool => {
-                Err(ErrorData::resource_not_found(e.message.clone(), None))
-            }
-            Err(e) => Err(protocol_error(&e)),
-        }
     }
 }
 
@@ -563,24 +671,141 @@ pub async fn serve_stdio(
 ) -> Result<ShutdownReport> {
     let server = ProxyServer::new(proxy.clone(), bridge);
     let cancel = CancellationToken::new();
-    let signals = spawn_signal_watch(cancel.clone());
+    let signals = ShutdownSignals::watch(options.shutdown.clone());
     let reloads = options.reload.clone().map(|reload| spawn_reload_watch(proxy, reload));
-    let served = serve(server.clone(), (stdin_pipe(), tokio::io::stdout()), cancel.clone()).await;
+    let serving = serve(server.clone(), (stdin_pipe(), tokio::io::stdout()), cancel.clone());
+    let (served, immediate) = run_until_shutdown(&server, serving, &signals, &cancel, options.drain_bound).await;
     if let Err(e) = &served {
         tracing::error!(error = %e, "stdio session failed");
     }
     server.stop();
-    signals.abort();
     if let Some(r) = reloads {
         r.abort();
     }
-    let report = runtime.shutdown(options.shutdown_bound).await;
+    let report = shutdown_runtime(runtime, &signals, options.shutdown_bound, immediate).await;
+    signals.stop();
+    served.map(|()| report)
+}
+
+/// The first and second shutdown request: SIGINT/SIGTERM, or an embedder's token for the first.
+#[derive(Debug)]
+pub(crate) struct ShutdownSignals {
+    /// Stop accepting, drain, close.
+    pub(crate) graceful: CancellationToken,
+    /// Stop waiting, kill.
+    pub(crate) immediate: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ShutdownSignals {
+    /// Watches SIGINT/SIGTERM (and `external`, which counts as a first request).
+    pub(crate) fn watch(external: Option<CancellationToken>) -> ShutdownSignals {
+        let graceful = CancellationToken::new();
+        let immediate = CancellationToken::new();
+        let task = {
+            let (graceful, immediate) = (graceful.clone(), immediate.clone());
+            tokio::spawn(async move {
+                use tokio::signal::unix::{SignalKind, signal};
+                let external = external.unwrap_or_default();
+                let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+                else {
+                    tracing::warn!("cannot install SIGINT/SIGTERM handlers");
+                    external.cancelled().await;
+                    graceful.cancel();
+                    return;
+                };
+                tokio::select! {
+                    _ = int.recv() => tracing::info!("SIGINT: shutting down (a second signal stops at once)"),
+                    _ = term.recv() => tracing::info!("SIGTERM: shutting down (a second signal stops at once)"),
+                    _ = external.cancelled() => tracing::info!("shutdown requested"),
+                }
+                graceful.cancel();
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+                tracing::warn!("second signal: stopping at once");
+                immediate.cancel();
+            })
+        };
+        ShutdownSignals {
+            graceful,
+            immediate,
+            task,
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        self.task.abort();
+    }
+}
+
+/// Drives `serving` until it ends by itself, or a shutdown is requested: then new calls are refused, calls in
+/// flight get up to `drain_bound` (less if a second request comes), and `cancel` ends the serving. Returns the
+/// serving's outcome and whether the shutdown must be immediate.
+pub(crate) async fn run_until_shutdown<F>(
+    server: &ProxyServer,
+    serving: F,
+    signals: &ShutdownSignals,
+    cancel: &CancellationToken,
+    drain_bound: Duration,
+) -> (Result<()>, bool)
+where
+    F: std::future::Future<Output = Result<()>>,
+{
+    tokio::pin!(serving);
+    tokio::select! {
+        served = &mut serving => return (served, signals.immediate.is_cancelled()),
+        _ = signals.graceful.cancelled() => {}
+    }
+    server.begin_drain();
+    let in_flight = server.in_flight();
+    if in_flight > 0 {
+        tracing::info!(in_flight, bound_ms = drain_bound.as_millis() as u64, "waiting for calls in flight");
+    }
+    let mut served = None;
+    tokio::select! {
+        r = &mut serving => served = Some(r),
+        drained = server.drain(drain_bound) => {
+            if !drained {
+                tracing::warn!(in_flight = server.in_flight(), "calls still in flight after the drain bound; cancelling them");
+            }
+        }
+        _ = signals.immediate.cancelled() => {}
+    }
+    cancel.cancel();
+    let served = match served {
+        Some(r) => r,
+        None => serving.await,
+    };
+    (served, signals.immediate.is_cancelled())
+}
+
+/// Shuts the runtime down within `bound`, or kills the servers at once when `immediate` (or a second signal comes
+/// while waiting).
+pub(crate) async fn shutdown_runtime(
+    runtime: Runtime,
+    signals: &ShutdownSignals,
+    bound: Duration,
+    immediate: bool,
+) -> ShutdownReport {
+    let bound = if immediate { IMMEDIATE_SHUTDOWN_BOUND.min(bound) } else { bound };
+    let shutdown = runtime.shutdown(bound);
+    tokio::pin!(shutdown);
+    let report = tokio::select! {
+        report = &mut shutdown => report,
+        _ = signals.immediate.cancelled(), if !immediate => {
+            // The graceful close is under way; the servers' guardian shims kill what is left when the process exits.
+            tracing::warn!("second signal during shutdown: not waiting for the servers to close");
+            ShutdownReport { graceful: false, elapsed: Duration::ZERO }
+        }
+    };
     tracing::info!(
         graceful = report.graceful,
         elapsed_ms = report.elapsed.as_millis() as u64,
         "pimcp-run stopped"
     );
-    served.map(|()| report)
+    report
 }
 
 /// The whole stdio entry point of `pimcp-run`: installs a [`HostBridge`] as the runtime's handlers, starts the
@@ -608,24 +833,8 @@ pub async fn run_stdio(options: RuntimeOptions, serve_options: ServeOptions) -> 
     serve_stdio(runtime, proxy, bridge, serve_options).await
 }
 
-/// Cancels `cancel` on SIGINT or SIGTERM.
-fn spawn_signal_watch(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
-            tracing::warn!("cannot install SIGINT/SIGTERM handlers; only stdin EOF ends the server");
-            return;
-        };
-        tokio::select! {
-            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        }
-        cancel.cancel();
-    })
-}
-
 /// Applies `reload`'s config on every SIGHUP.
-fn spawn_reload_watch(proxy: Proxy, reload: ReloadFn) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn_reload_watch(proxy: Proxy, reload: ReloadFn) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
         let Ok(mut hup) = signal(SignalKind::hangup()) else {
