@@ -76,6 +76,8 @@ pub(crate) struct CallReport {
     pub responded: bool,
     /// The transport died under the call.
     pub transport_dead: bool,
+    /// The server refused the call's token (401/403) and the auth layer could not renew it.
+    pub needs_auth: bool,
 }
 
 /// Tokens a call task watches besides its own response.
@@ -269,6 +271,7 @@ pub(crate) async fn run_call(
                 }
                 if let Some(challenge) = e.auth_challenge() {
                     let _ = challenge;
+                    report.needs_auth = true;
                     return (
                         Err(Error::NeedsAuth {
                             server,

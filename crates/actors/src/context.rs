@@ -1,5 +1,5 @@
 //! What every actor of one runtime shares: settings, the HTTP client, process options, tuning, host callbacks, the
-//! status board, the metadata cache, the actor registry and the root cancellation token.
+//! auth handle, the status board, the metadata cache, the actor registry and the root cancellation token.
 
 use std::collections::BTreeSet;
 
@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     pub connect_budget_ms: std::sync::atomic::AtomicU64,
     /// `(server, original tool)` pairs the host allowed for this session.
     pub approvals: DashMap<(String, String), ()>,
+    /// The AuthActor: tokens and logins of OAuth servers.
+    pub auth: crate::auth::AuthHandle,
     /// The JSONL protocol trace file (written only for servers with tracing on).
     pub trace: TraceSink,
 }

@@ -59,6 +59,11 @@ pub enum Error {
     #[error("server `{server}` needs authentication ({detail}); run `pimcp-run auth login {server}`")]
     NeedsAuth { server: String, detail: String },
 
+    /// An OAuth step failed for another reason than a missing login (discovery, registration, a token endpoint
+    /// or network error, the callback listener). Category `needs-auth`.
+    #[error("server `{server}`: authorization failed: {message}")]
+    Auth { server: String, message: String },
+
     #[error("tool `{tool}` on server `{server}` did not answer within {}", fmt_duration(*after))]
     Timeout {
         server: String,
@@ -162,7 +167,7 @@ impl Error {
     /// The SPEC 11 category of this error.
     pub fn category(&self) -> ErrorCategory {
         match self {
-            Error::NeedsAuth { .. } => ErrorCategory::NeedsAuth,
+            Error::NeedsAuth { .. } | Error::Auth { .. } => ErrorCategory::NeedsAuth,
             Error::Timeout { .. } | Error::OperationTimeout { .. } => ErrorCategory::Timeout,
             Error::Connection { .. } | Error::Backoff { .. } | Error::CrashLoop { .. } => ErrorCategory::Connection,
             Error::UnknownTool { .. } | Error::AmbiguousTool { .. } => ErrorCategory::UnknownTool,

@@ -3,6 +3,7 @@
 //! catalog as a snapshot readers clone without messaging anyone; the metadata cache lets lazy servers be searched
 //! before they ever start. Transports and child processes live in `transport` and `process`.
 
+mod auth;
 mod cache;
 mod call;
 mod catalog;
@@ -20,6 +21,7 @@ mod supervisor;
 mod trace;
 pub mod transport;
 
+pub use auth::{AUTO_AUTH_WAIT, AuthMode, AuthOptions, AuthStatus, PendingLogin, ServerAuthStatus, TokenSource};
 pub use cache::{CACHE_FILE_NAME, CACHE_MAX_AGE, CACHE_VERSION, CacheEntry, CacheFile, Freshness, MetadataCache};
 pub use call::{CallOptions, DEFAULT_MAX_TOTAL_FACTOR, ToolOutput};
 pub use catalog::{Catalog, CatalogTool, MetadataSource, Resolution, ServerCatalog, ServerInput, ServerMetadata};
@@ -30,6 +32,7 @@ pub use handler::{
 pub use naming::{
     Glob, ToolFilter, format_tool_name, resource_tool_name, sanitize_server, server_prefix, tool_candidates,
 };
+pub use pimcp_auth::AuthorizationStart;
 pub use policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker, Tuning};
 pub use process::{ProcessOptions, SHIM_ARG, SHIM_BINARY, ShimMode, StderrTail, shim_main_if_requested};
 pub use runtime::{CONTROL_REPLY_SLACK, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};

@@ -1,6 +1,6 @@
 //! The library API: [`Runtime::start`] builds the actor tree from a [`Config`], [`RuntimeHandle`] reads status and
-//! the catalog without waiting on any server, calls tools, connects/reconnects/disables servers, and
-//! [`Runtime::shutdown`] closes everything within a bound, leaving no process behind.
+//! the catalog without waiting on any server, calls tools, connects/reconnects/disables servers (OAuth logins are
+//! in `auth`), and [`Runtime::shutdown`] closes everything within a bound, leaving no process behind.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,6 +15,7 @@ use rmcp::model::JsonObject;
 use tokio::sync::{broadcast, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::{AuthHandle, AuthOptions};
 use crate::cache::{Freshness, MetadataCache};
 use crate::call::{CallOptions, ToolOutput};
 use crate::catalog::{Catalog, CatalogTool, MetadataSource, ServerMetadata};
@@ -42,6 +43,8 @@ pub struct RuntimeOptions {
     pub http: Option<reqwest::Client>,
     pub handlers: Handlers,
     pub tuning: Tuning,
+    /// OAuth: an injected token store, the browser opener, the callback port, `private_key_jwt` keys.
+    pub auth: AuthOptions,
 }
 
 impl RuntimeOptions {
@@ -54,6 +57,7 @@ impl RuntimeOptions {
             http: None,
             handlers: Handlers::default(),
             tuning: Tuning::default(),
+            auth: AuthOptions::default(),
         }
     }
 }
@@ -213,12 +217,12 @@ impl RuntimeHandle {
     /// crash-loop breaker), unchanged servers keep their connections and calls. Settings are fixed at start.
     pub async fn reconfigure(&self, config: Config) -> Result<()> {
         self.check_running()?;
+        let config = Arc::new(config);
+        // The AuthActor first: a restarted server's first connect must see its new URL and auth.
+        self.shared.auth.reconfigure(config.clone());
         let (tx, rx) = oneshot::channel();
         self.supervisor
-            .send_message(SupMsg::Reconfigure {
-                config: Arc::new(config),
-                reply: tx,
-            })
+            .send_message(SupMsg::Reconfigure { config, reply: tx })
             .map_err(|_| Error::actor("the supervisor is not running"))?;
         rx.await.map_err(|_| Error::actor("the supervisor dropped the request"))
     }
@@ -398,6 +402,7 @@ impl Drop for Runtime {
         if let Some(r) = shared.router() {
             r.stop(Some("runtime dropped".into()));
         }
+        shared.auth.stop();
         self.supervisor.stop(Some("runtime dropped".into()));
     }
 }
@@ -417,11 +422,12 @@ impl Runtime {
         let RuntimeOptions {
             config,
             agent_dir,
-            data_dir: _,
+            data_dir,
             process,
             http,
             handlers,
             tuning,
+            auth,
         } = opts;
         let http = match http {
             Some(h) => h,
@@ -461,6 +467,7 @@ impl Runtime {
             .map_err(|e| Error::actor(format!("loading the metadata cache: {e}")))?
         };
         let config = Arc::new(config);
+        let auth = AuthHandle::spawn(config.clone(), &data_dir, auth).await?;
         let shared = Arc::new(Shared {
             settings: config.settings.clone(),
             project_dir: config.project_dir.clone(),
@@ -478,9 +485,11 @@ impl Runtime {
             shutting_down: AtomicBool::new(false),
             connect_budget_ms: std::sync::atomic::AtomicU64::new(0),
             approvals: DashMap::new(),
+            auth: auth.clone(),
             trace: crate::trace::TraceSink::from_settings(&config.settings.trace, &agent_dir),
         });
         shared.set_connect_budget(&config.servers);
+        auth.attach(&shared);
         let known_for_catalog: BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)> = initial
             .iter()
             .map(|(k, (m, s))| (k.clone(), (Arc::new(m.clone()), *s)))
@@ -538,6 +547,7 @@ impl Runtime {
         if let Some(r) = shared.router() {
             r.stop(Some("shutdown".into()));
         }
+        shared.auth.stop();
         self.supervisor.stop(Some("shutdown".into()));
         let remaining = bound.saturating_sub(started.elapsed());
         let joined = match self.join.take() {

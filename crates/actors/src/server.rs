@@ -114,6 +114,8 @@ pub(crate) struct Established {
 pub(crate) enum ConnectFailure {
     Connect(ConnectError),
     Discovery(String),
+    /// The OAuth layer could not provide a usable token (`NeedsAuth`, `Config`, or `Auth` for other failures).
+    Auth(Error),
 }
 
 impl std::fmt::Display for ConnectFailure {
@@ -121,6 +123,7 @@ impl std::fmt::Display for ConnectFailure {
         match self {
             ConnectFailure::Connect(e) => write!(f, "{e}"),
             ConnectFailure::Discovery(m) => f.write_str(m),
+            ConnectFailure::Auth(e) => write!(f, "{e}"),
         }
     }
 }
@@ -372,15 +375,17 @@ impl ServerActor {
             cancel: cancel.clone(),
             resume_session: st.resume.take(),
             access_token: None,
+            token_source: None,
             trace: crate::trace::ProtocolTrace::for_server(&st.shared.trace, &st.shared.settings.trace, &st.cfg),
         };
         let request_timeout = st.cfg.timeouts.request;
         let grace = st.shared.tuning.close_grace;
         let me = myself.clone();
+        let auth = st.shared.auth.clone();
         let span = tracing::info_span!("connect", server = %st.cfg.name, generation, outcome = tracing::field::Empty);
         tokio::spawn(
             async move {
-                let result = connect_and_discover(spec, handler, request_timeout, grace).await;
+                let result = connect_with_auth(auth, spec, handler, request_timeout, grace).await;
                 tracing::Span::current().record("outcome", if result.is_ok() { "ok" } else { "error" });
                 let _ = me.send_message(ServerMsg::Connected { generation, result });
             }
@@ -478,6 +483,22 @@ impl ServerActor {
                 if !st.stopping && st.state == ServerState::Connecting {
                     Self::set_state(st, ServerState::Cached, None);
                 }
+            }
+            ConnectFailure::Auth(Error::NeedsAuth { detail, .. }) => {
+                st.last_error = Some((ErrorCategory::NeedsAuth, message.clone()));
+                Self::set_state(st, ServerState::NeedsAuth, Some(format!("needs auth: {detail}")));
+                Self::fail_waiters(st, Error::NeedsAuth { server, detail });
+            }
+            ConnectFailure::Auth(Error::Config { message: detail, .. }) => {
+                st.last_error = Some((ErrorCategory::Config, message.clone()));
+                Self::set_state(st, ServerState::ConfigError, Some(detail.clone()));
+                Self::fail_waiters(
+                    st,
+                    Error::Config {
+                        server,
+                        message: detail,
+                    },
+                );
             }
             ConnectFailure::Connect(ConnectError::NeedsAuth { .. }) => {
                 st.last_error = Some((ErrorCategory::NeedsAuth, message.clone()));
@@ -869,6 +890,15 @@ impl ServerActor {
                 }
                 if report.transport_dead && generation == st.generation && st.live.is_some() {
                     Self::on_transport_death(myself, st, "the connection closed during a call");
+                } else if report.needs_auth && generation == st.generation && st.live.is_some() {
+                    // The token was refused and could not be renewed: refuse calls until a login reconnects us.
+                    let detail = match st.shared.auth.last_error(&st.cfg.name) {
+                        Some(Error::NeedsAuth { detail, .. }) => detail,
+                        Some(other) => other.to_string(),
+                        None => "the server refused the token".to_owned(),
+                    };
+                    st.last_error = Some((ErrorCategory::NeedsAuth, detail.clone()));
+                    Self::set_state(st, ServerState::NeedsAuth, Some(format!("needs auth: {detail}")));
                 }
                 Self::arm_idle(myself, st);
                 Self::publish_status(st);
@@ -1287,6 +1317,47 @@ async fn discover(
         }
     }
     Ok(d)
+}
+
+/// [`connect_and_discover`] for any server; an HTTP server that may use OAuth first gets its token and renewal
+/// hook from the AuthActor, and a 401 its hook could not cure becomes that server's `needs-auth` reason.
+async fn connect_with_auth(
+    auth: crate::auth::AuthHandle,
+    mut spec: ConnectSpec,
+    handler: RuntimeClient,
+    request_timeout: Duration,
+    grace: Duration,
+) -> std::result::Result<Box<Established>, ConnectFailure> {
+    let server = spec.server.name.clone();
+    let startup = spec.server.timeouts.startup;
+    let prepared = tokio::select! {
+        r = tokio::time::timeout(startup, auth.for_connect(&spec.server)) => match r {
+            Ok(r) => r.map_err(ConnectFailure::Auth)?,
+            Err(_) => {
+                return Err(ConnectFailure::Auth(Error::Auth {
+                    server,
+                    message: format!("getting a token took longer than {}", crate::error::fmt_duration(startup)),
+                }));
+            }
+        },
+        _ = spec.cancel.cancelled() => return Err(ConnectFailure::Connect(ConnectError::Cancelled { server })),
+    };
+    let Some(prepared) = prepared else {
+        return connect_and_discover(spec, handler, request_timeout, grace).await;
+    };
+    let refusals = prepared.server.refusals();
+    spec.access_token = prepared.token;
+    spec.token_source = Some(prepared.source);
+    match connect_and_discover(spec, handler, request_timeout, grace).await {
+        Err(ConnectFailure::Connect(ConnectError::NeedsAuth { .. })) => {
+            Err(ConnectFailure::Auth(prepared.server.needs_auth_error()))
+        }
+        Err(ConnectFailure::Discovery(_)) if prepared.server.refusals() > refusals => {
+            // tools/list was refused (servers that let `initialize` through without a token).
+            Err(ConnectFailure::Auth(prepared.server.needs_auth_error()))
+        }
+        other => other,
+    }
 }
 
 async fn connect_and_discover(

@@ -87,6 +87,7 @@ fn main() {
             cancel: tokio_util::sync::CancellationToken::new(),
             resume_session: None,
             access_token: None,
+            token_source: None,
             trace: None,
         };
         match pimcp_actors::transport::connect(spec, ()).await {

@@ -168,6 +168,7 @@ pub(super) async fn connect<H: ClientHandler>(
     let client = SessionClient {
         http: spec.http.clone(),
         state: state.clone(),
+        auth: spec.token_source.clone(),
     };
     let transport = crate::trace::traced(
         StreamableHttpClientTransport::with_client(client, config),

@@ -51,6 +51,9 @@ pub struct ConnectSpec {
     pub access_token: Option<pimcp_config::Secret>,
     /// Record this connection in the JSONL protocol trace (`settings.trace` / per-server `trace`).
     pub trace: Option<crate::trace::ProtocolTrace>,
+    /// Streamable HTTP: supplies every request's bearer token (overriding `access_token` once connected) and renews
+    /// it on 401 / 403 `insufficient_scope` (one renewal, one retry per request).
+    pub token_source: Option<Arc<dyn crate::auth::TokenSource>>,
 }
 
 impl std::fmt::Debug for ConnectSpec {
@@ -62,6 +65,7 @@ impl std::fmt::Debug for ConnectSpec {
             .field("process", &self.process)
             .field("resume_session", &self.resume_session.is_some())
             .field("trace", &self.trace.is_some())
+            .field("token_source", &self.token_source.is_some())
             .finish_non_exhaustive()
     }
 }

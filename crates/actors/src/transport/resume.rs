@@ -107,11 +107,14 @@ impl SessionState {
     }
 }
 
-/// The reqwest client with session bookkeeping; what rmcp's Streamable HTTP worker talks through.
+/// The reqwest client with session bookkeeping; what rmcp's Streamable HTTP worker talks through. With an `auth`
+/// source every request carries its current bearer token, and a 401 / 403 `insufficient_scope` is renewed and
+/// retried once.
 #[derive(Clone)]
 pub(crate) struct SessionClient {
     pub http: reqwest::Client,
     pub state: Arc<SessionState>,
+    pub auth: Option<Arc<dyn crate::auth::TokenSource>>,
 }
 
 fn is_initialize(message: &ClientJsonRpcMessage) -> Option<rmcp::model::RequestId> {
@@ -205,10 +208,26 @@ impl StreamableHttpClient for SessionClient {
                 }
             });
         }
-        let response = self
-            .http
-            .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
-            .await;
+        let response = match &self.auth {
+            None => {
+                self.http
+                    .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+                    .await
+            }
+            Some(source) => {
+                crate::auth::send_with_bearer(source.as_ref(), |token| {
+                    self.http.post_message_with_response_limits(
+                        uri.clone(),
+                        message.clone(),
+                        session_id.clone(),
+                        token,
+                        custom_headers.clone(),
+                        limits,
+                    )
+                })
+                .await
+            }
+        };
         if init_id.is_none() {
             return response;
         }
@@ -253,6 +272,10 @@ impl StreamableHttpClient for SessionClient {
         if self.state.with(|i| i.keep_session).unwrap_or(false) {
             return Ok(());
         }
+        let auth_header = match &self.auth {
+            Some(source) => source.bearer().await.map(|t| t.expose().to_owned()),
+            None => auth_header,
+        };
         self.http
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
@@ -266,9 +289,25 @@ impl StreamableHttpClient for SessionClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
-        self.http
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
+        match &self.auth {
+            None => {
+                self.http
+                    .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+                    .await
+            }
+            Some(source) => {
+                crate::auth::send_with_bearer(source.as_ref(), |token| {
+                    self.http.get_stream(
+                        uri.clone(),
+                        session_id.clone(),
+                        last_event_id.clone(),
+                        token,
+                        custom_headers.clone(),
+                    )
+                })
+                .await
+            }
+        }
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -280,15 +319,32 @@ impl StreamableHttpClient for SessionClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxedSseResponse, StreamableHttpError<Self::Error>> {
-        self.http
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id,
-                last_event_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await
+        match &self.auth {
+            None => {
+                self.http
+                    .get_stream_with_max_sse_event_size(
+                        uri,
+                        session_id,
+                        last_event_id,
+                        auth_header,
+                        custom_headers,
+                        max_sse_event_size,
+                    )
+                    .await
+            }
+            Some(source) => {
+                crate::auth::send_with_bearer(source.as_ref(), |token| {
+                    self.http.get_stream_with_max_sse_event_size(
+                        uri.clone(),
+                        session_id.clone(),
+                        last_event_id.clone(),
+                        token,
+                        custom_headers.clone(),
+                        max_sse_event_size,
+                    )
+                })
+                .await
+            }
+        }
     }
 }

@@ -92,6 +92,7 @@ pub fn spec(server: ServerConfig, project_dir: &Path) -> ConnectSpec {
         cancel: CancellationToken::new(),
         resume_session: None,
         access_token: None,
+        token_source: None,
         trace: None,
     }
 }

@@ -1,0 +1,400 @@
+//! OAuth through the runtime against `mcp-fixture --http --oauth` (a real process whose fake authorization server
+//! approves at once): needs-auth → auth_start → complete (pasted redirect, or the loopback listener) → ready → call;
+//! `settings.autoAuth` with a headless browser; refresh before expiry; one refresh + retry on 401; a refused refresh
+//! keeps the record and reports needs-auth; a URL change invalidates the login; client_credentials; and a planted
+//! token never appears in status JSON, errors or logs. Tokens live in an injected in-memory store.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use pimcp_actors::{CallOptions, ErrorCategory, Runtime, RuntimeOptions, ServerState};
+use pimcp_auth::{BrowserOpener, CallbackPort, MemoryStore, StoreKey, TokenStore};
+use pimcp_config::Secret;
+use serde_json::{Value, json};
+
+use super::support::*;
+
+struct OAuthFixture {
+    _child: tokio::process::Child,
+    port: u16,
+}
+
+impl OAuthFixture {
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+}
+
+async fn oauth_fixture(dir: &Path) -> OAuthFixture {
+    let port_file = dir.join("oauth.port");
+    let child = tokio::process::Command::new(fixture())
+        .args([
+            "--http",
+            "127.0.0.1:0",
+            "--oauth",
+            "--port-file",
+            port_file.to_str().unwrap(),
+        ])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_until("fixture port file", Duration::from_secs(20), || {
+        read_pid(&port_file).is_some()
+    })
+    .await;
+    let port = u16::try_from(read_pid(&port_file).unwrap()).unwrap();
+    OAuthFixture { _child: child, port }
+}
+
+/// Follows redirects like a browser would, so the loopback listener receives the authorization response.
+struct HeadlessBrowser;
+
+impl BrowserOpener for HeadlessBrowser {
+    fn open(&self, url: &str) -> Result<(), String> {
+        let url = url.to_owned();
+        let handle = tokio::runtime::Handle::try_current().map_err(|e| e.to_string())?;
+        handle.spawn(async move {
+            let _ = reqwest::get(url).await;
+        });
+        Ok(())
+    }
+}
+
+struct Setup {
+    rt: Runtime,
+    store: Arc<MemoryStore>,
+    dir: tempfile::TempDir,
+    fx: OAuthFixture,
+}
+
+fn options(dir: &Path, config: &Value, store: &Arc<MemoryStore>) -> RuntimeOptions {
+    let mut opts = RuntimeOptions::new(load(config, dir), dir.join("agent"), dir.join("data"));
+    opts.tuning = tuning();
+    opts.auth.store = Some(store.clone());
+    opts.auth.open_browser = false;
+    opts.auth.callback_port = Some(CallbackPort::Preferred(0));
+    opts
+}
+
+/// A runtime with one server `web` (`entry` merged over `{"url": …, "protocol": "legacy"}`).
+async fn setup(entry: Value, settings: Value, browser: bool) -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = oauth_fixture(dir.path()).await;
+    let mut server = json!({"url": fx.url(), "protocol": "legacy"});
+    for (k, v) in entry.as_object().unwrap() {
+        server[k] = v.clone();
+    }
+    let config = json!({"settings": settings, "mcpServers": {"web": server}});
+    let store = Arc::new(MemoryStore::new());
+    let mut opts = options(dir.path(), &config, &store);
+    if browser {
+        opts.auth.browser = Some(Arc::new(HeadlessBrowser));
+        opts.auth.open_browser = true;
+    }
+    let rt = Runtime::start(opts).await.unwrap();
+    Setup { rt, store, dir, fx }
+}
+
+/// GETs the authorization URL without following the redirect: the `Location` is the authorization response.
+async fn authorize(url: &str) -> String {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let response = client.get(url).send().await.unwrap();
+    assert_eq!(response.status(), 302, "the fake authorization server approves at once");
+    response.headers()["location"].to_str().unwrap().to_owned()
+}
+
+/// A full login by pasting the redirect URL.
+async fn login(rt: &Runtime, server: &str) {
+    let start = rt.auth_start(server).await.unwrap();
+    let redirect = authorize(&start.url).await;
+    rt.auth_complete(server, &redirect).await.unwrap();
+}
+
+fn key(s: &Setup) -> StoreKey {
+    StoreKey::new("web", s.fx.url())
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+async fn echo(rt: &Runtime, text: &str) -> pimcp_actors::Result<String> {
+    rt.call("web_echo", args(json!({"text": text})), CallOptions::default())
+        .await
+        .map(|o| o.text())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn needs_auth_then_login_by_pasted_redirect_then_ready_and_call() {
+    let s = setup(json!({}), json!({}), false).await;
+    let err = echo(&s.rt, "hi").await.unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::NeedsAuth, "{err}");
+    assert!(err.to_string().contains("pimcp-run auth login web"), "{err}");
+    assert_eq!(state_of(&s.rt, "web"), ServerState::NeedsAuth);
+    let reason = s.rt.status().server("web").unwrap().reason.clone().unwrap();
+    assert!(reason.starts_with("needs auth: not logged in"), "{reason}");
+
+    let start = s.rt.auth_start("web").await.unwrap();
+    assert!(start.url.contains("code_challenge_method=S256"), "PKCE");
+    let pending = s.rt.auth_status().await.unwrap();
+    let web = pending.server("web").unwrap();
+    assert!(web.detected && !web.logged_in);
+    assert_eq!(web.pending.as_ref().map(|p| p.url.as_str()), Some(start.url.as_str()));
+
+    let redirect = authorize(&start.url).await;
+    assert!(redirect.contains("code="), "{redirect}");
+    s.rt.auth_complete("web", &redirect).await.unwrap();
+    assert_eq!(state_of(&s.rt, "web"), ServerState::Ready);
+    assert_eq!(echo(&s.rt, "hi").await.unwrap(), "hi");
+
+    let status = s.rt.auth_status().await.unwrap();
+    let web = status.server("web").unwrap();
+    assert!(
+        web.logged_in && web.has_refresh_token && web.pending.is_none(),
+        "{web:?}"
+    );
+    assert!(web.expires_at.is_some_and(|at| at > now_secs()));
+    let record = s.store.load(&key(&s)).await.unwrap().unwrap();
+    assert_eq!(record.server_url, s.fx.url());
+    // A pasted URL is single-use: the login is gone.
+    let again = s.rt.auth_complete("web", &redirect).await.unwrap_err();
+    assert_eq!(again.category(), ErrorCategory::NeedsAuth, "{again}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loopback_listener_completes_the_login_and_the_server_reconnects() {
+    let s = setup(json!({"auth": "oauth"}), json!({}), false).await;
+    let err = s.rt.connect("web").await.unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::NeedsAuth, "{err}");
+    let start = s.rt.auth_start("web").await.unwrap();
+    let redirect = authorize(&start.url).await;
+    assert!(redirect.starts_with("http://127.0.0.1:"), "{redirect}");
+    // What the browser does next: land on the loopback listener.
+    let page = reqwest::get(&redirect).await.unwrap();
+    assert_eq!(page.status(), 200);
+    wait_until("ready after the login", Duration::from_secs(30), || {
+        state_of(&s.rt, "web") == ServerState::Ready
+    })
+    .await;
+    assert_eq!(echo(&s.rt, "via listener").await.unwrap(), "via listener");
+    assert!(s.store.load(&key(&s)).await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_auth_logs_in_with_a_headless_browser_and_the_first_call_succeeds() {
+    let s = setup(json!({}), json!({"autoAuth": true}), true).await;
+    assert_eq!(echo(&s.rt, "first").await.unwrap(), "first");
+    assert_eq!(state_of(&s.rt, "web"), ServerState::Ready);
+    let record = s.store.load(&key(&s)).await.unwrap().unwrap();
+    assert!(record.refresh_token.is_some());
+    // Logging out forgets the record; the next connect has nothing to send and logs in again by itself.
+    s.rt.auth_logout("web").await.unwrap();
+    assert!(s.store.load_any(&key(&s)).await.unwrap().is_none());
+    s.rt.reconnect("web").await.unwrap();
+    let again = s.store.load(&key(&s)).await.unwrap().unwrap();
+    assert_ne!(again.access_token, record.access_token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_about_to_expire_is_refreshed_before_connecting() {
+    let s = setup(json!({"auth": "oauth"}), json!({}), false).await;
+    login(&s.rt, "web").await;
+    let mut record = s.store.load(&key(&s)).await.unwrap().unwrap();
+    let before = record.clone();
+    record.expires_at = Some(now_secs() + 20);
+    record.obtained_at_ms = (now_secs() - 3600) * 1000;
+    s.store.save(&key(&s), &record).await.unwrap();
+    s.rt.reconnect("web").await.unwrap();
+    let after = s.store.load(&key(&s)).await.unwrap().unwrap();
+    assert_ne!(after.access_token, before.access_token, "a new access token");
+    assert_ne!(
+        after.refresh_token, before.refresh_token,
+        "the fixture rotates refresh tokens"
+    );
+    assert!(after.expires_at.unwrap() > now_secs() + 600);
+    assert_eq!(echo(&s.rt, "fresh").await.unwrap(), "fresh");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_is_cured_by_one_refresh_and_one_retry() {
+    let s = setup(json!({}), json!({}), false).await;
+    login(&s.rt, "web").await;
+    let mut record = s.store.load(&key(&s)).await.unwrap().unwrap();
+    let refresh_before = record.refresh_token.clone();
+    record.access_token = Secret::new("at-not-issued-by-the-server");
+    s.store.save(&key(&s), &record).await.unwrap();
+    s.rt.reconnect("web").await.unwrap();
+    assert_eq!(state_of(&s.rt, "web"), ServerState::Ready);
+    let after = s.store.load(&key(&s)).await.unwrap().unwrap();
+    assert_ne!(after.access_token.expose(), "at-not-issued-by-the-server");
+    assert_ne!(
+        after.refresh_token, refresh_before,
+        "refreshed (rotated), not a new login"
+    );
+    assert_eq!(after.client, record.client, "same registered client");
+    assert_eq!(echo(&s.rt, "retried").await.unwrap(), "retried");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_refresh_keeps_the_record_reports_needs_auth_and_never_shows_the_tokens() {
+    let logs = capture_logs();
+    let s = setup(json!({"auth": "oauth"}), json!({}), false).await;
+    login(&s.rt, "web").await;
+    let mut planted = s.store.load(&key(&s)).await.unwrap().unwrap();
+    planted.access_token = Secret::new("planted-access-7f3a9c");
+    planted.refresh_token = Some(Secret::new("planted-refresh-7f3a9c"));
+    s.store.save(&key(&s), &planted).await.unwrap();
+
+    let err = s.rt.reconnect("web").await.unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::NeedsAuth, "{err}");
+    assert!(err.to_string().contains("invalid_grant"), "{err}");
+    assert_eq!(state_of(&s.rt, "web"), ServerState::NeedsAuth);
+    let kept = s.store.load(&key(&s)).await.unwrap().unwrap();
+    assert_eq!(kept, planted, "a failed refresh leaves the stored record as it was");
+    // The refused record is not refreshed again on the next attempt: the answer is immediate and the same.
+    let call = echo(&s.rt, "x").await.unwrap_err();
+    assert_eq!(call.category(), ErrorCategory::NeedsAuth);
+
+    let status_json = serde_json::to_string(&s.rt.status()).unwrap();
+    let auth_json = serde_json::to_string(&s.rt.auth_status().await.unwrap()).unwrap();
+    let texts = [
+        status_json,
+        auth_json,
+        err.to_string(),
+        format!("{err:?}"),
+        call.to_string(),
+        format!("{call:?}"),
+        format!("{:?}", s.rt.auth_status().await.unwrap()),
+        logs.text(),
+    ];
+    for text in &texts {
+        assert!(!text.contains("7f3a9c"), "a planted token leaked: {text}");
+    }
+    assert!(logs.text().contains("oauth token refresh failed"), "the capture works");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_change_invalidates_the_stored_login() {
+    let s = setup(json!({"auth": "oauth"}), json!({}), false).await;
+    login(&s.rt, "web").await;
+    let moved = format!("http://localhost:{}/mcp", s.fx.port);
+    let config = json!({"mcpServers": {"web": {"url": moved, "protocol": "legacy", "auth": "oauth"}}});
+    s.rt.reconfigure(load(&config, s.dir.path())).await.unwrap();
+    let err = s.rt.connect("web").await.unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::NeedsAuth, "{err}");
+    let status = s.rt.auth_status().await.unwrap();
+    assert!(!status.server("web").unwrap().logged_in);
+    let old = s.store.load_any(&key(&s)).await.unwrap().unwrap();
+    assert_eq!(old.server_url, s.fx.url(), "the record stays bound to the old URL");
+    assert!(s.store.load(&StoreKey::new("web", moved)).await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_credentials_connect_without_a_login() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = oauth_fixture(dir.path()).await;
+    // A confidential client, registered out of band (what an administrator would hand to a CI job).
+    let registered: Value = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{}/register", fx.port))
+        .json(&json!({
+            "redirect_uris": ["http://127.0.0.1/unused"],
+            "token_endpoint_auth_method": "client_secret_basic",
+            "grant_types": ["client_credentials"],
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let config = json!({"mcpServers": {"web": {
+        "url": fx.url(), "protocol": "legacy",
+        "oauth": {"grantType": "client_credentials", "clientId": registered["client_id"],
+                  "clientSecret": registered["client_secret"]},
+    }}});
+    let store = Arc::new(MemoryStore::new());
+    let rt = Runtime::start(options(dir.path(), &config, &store)).await.unwrap();
+    assert_eq!(echo(&rt, "machine").await.unwrap(), "machine");
+    let record = store.load(&StoreKey::new("web", fx.url())).await.unwrap().unwrap();
+    assert!(record.refresh_token.is_none());
+    let err = rt.auth_start("web").await.unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::Config, "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_without_oauth_never_open_a_store_and_refuse_logins() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = json!({"settings": {"tokenStore": "file"}, "mcpServers": {
+        "local": stdio(&[]),
+        "keyed": {"url": "http://127.0.0.1:9/mcp", "headers": {"X-Key": "k"}},
+    }});
+    let opts = RuntimeOptions::new(
+        load(&config, dir.path()),
+        dir.path().join("agent"),
+        dir.path().join("data"),
+    );
+    let rt = Runtime::start(opts).await.unwrap();
+    assert_eq!(
+        rt.call("local_echo", args(json!({"text": "ok"})), CallOptions::default())
+            .await
+            .unwrap()
+            .text(),
+        "ok"
+    );
+    let status = rt.auth_status().await.unwrap();
+    assert_eq!(status.server("local").unwrap().mode, pimcp_actors::AuthMode::None);
+    assert_eq!(status.server("keyed").unwrap().mode, pimcp_actors::AuthMode::Headers);
+    let err = rt.auth_start("keyed").await.unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::Config, "{err}");
+    assert!(rt.auth_start("nope").await.is_err());
+    assert!(
+        !dir.path().join("data").join("mcp-oauth").exists(),
+        "no token store was touched"
+    );
+}
+
+/// Everything logged by any test of this binary (debug and up), for the planted-secret check.
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+#[derive(Clone)]
+struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Buffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn capture_logs() -> Logs {
+    static BUFFER: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    let buffer = BUFFER.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let writer = Buffer(buffer.clone());
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _ = tracing::subscriber::set_global_default(subscriber);
+        buffer
+    });
+    Logs(buffer.clone())
+}
