@@ -16,6 +16,7 @@ use rmcp::model::{
 use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::catalog::CatalogTool;
 use crate::error::{Error, Result};
@@ -104,6 +105,8 @@ pub(crate) struct CallJob {
     pub tool: Arc<CatalogTool>,
     pub args: Option<JsonObject>,
     pub opts: CallOptions,
+    /// The caller's span (a proxy request): parent of the `tool_call` span, also when the call waits for a connect.
+    pub span: tracing::Span,
 }
 
 /// Runs one call to completion. Never panics, always returns a result or a categorized error.
@@ -115,7 +118,7 @@ pub(crate) async fn run_call(
     guards: CallGuards,
     input: InputContext,
 ) -> (Result<ToolOutput>, CallReport) {
-    let CallJob { tool, args, opts } = job;
+    let CallJob { tool, args, opts, .. } = job;
     let server = tool.server.clone();
     let timeout = opts.timeout.unwrap_or(default_timeout);
     let max_total = opts
@@ -148,6 +151,15 @@ pub(crate) async fn run_call(
         let options = PeerRequestOptions::with_timeout(timeout)
             .reset_timeout_on_progress()
             .with_max_total_timeout(max_total);
+        // One span per request on the wire (metadata only); a retry or an input round is a new one.
+        let upstream = tracing::info_span!(
+            "upstream_request",
+            server = %server,
+            method = if tool.resource_uri.is_some() { "resources/read" } else { "tools/call" },
+            attempt,
+            round = rounds,
+            outcome = tracing::field::Empty,
+        );
         if guards.dead.is_cancelled() {
             report.transport_dead = true;
             return (
@@ -155,7 +167,11 @@ pub(crate) async fn run_call(
                 report,
             );
         }
-        let handle = match peer.send_request_with_option(request, options).await {
+        let handle = match peer
+            .send_request_with_option(request, options)
+            .instrument(upstream.clone())
+            .await
+        {
             Ok(h) => h,
             Err(ServiceError::TransportClosed) => {
                 report.transport_dead = true;
@@ -179,7 +195,7 @@ pub(crate) async fn run_call(
         };
         let id = handle.id.clone();
         let outcome = tokio::select! {
-            r = handle.await_response() => r,
+            r = handle.await_response().instrument(upstream.clone()) => r,
             _ = guards.dead.cancelled() => {
                 report.transport_dead = true;
                 return (Err(conn_err(format!("the server exited or the connection broke during the call to `{}`", tool.original))), report);
@@ -193,6 +209,8 @@ pub(crate) async fn run_call(
                 return (Err(Error::Connection { server: server.clone(), message: format!("call to `{}` cancelled by the caller", tool.original) }), report);
             }
         };
+        upstream.record("outcome", upstream_outcome(&outcome));
+        drop(upstream);
         match outcome {
             Ok(ServerResult::InputRequiredResult(r)) if tool.resource_uri.is_none() => {
                 report.responded = true;
@@ -410,6 +428,20 @@ fn into_output(tool: &CatalogTool, result: ServerResult) -> Result<ToolOutput> {
             code: 0,
             message: "unexpected response type".into(),
         }),
+    }
+}
+
+/// The `outcome` of an `upstream_request` span: `ok`, `tool-error` (an `isError` result), `input-required`, or the
+/// failure's SPEC 11 category.
+fn upstream_outcome(outcome: &std::result::Result<ServerResult, ServiceError>) -> &'static str {
+    match outcome {
+        Ok(ServerResult::CallToolResult(r)) if r.is_error == Some(true) => "tool-error",
+        Ok(ServerResult::InputRequiredResult(_)) => "input-required",
+        Ok(_) => "ok",
+        Err(ServiceError::Timeout { .. }) => "timeout",
+        Err(ServiceError::McpError(e)) if e.code.0 == -32602 => "validation",
+        Err(ServiceError::McpError(_)) => "other",
+        Err(_) => "connection",
     }
 }
 

@@ -10,6 +10,7 @@ use pimcp_config::{ApproveTools, Config};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rmcp::model::JsonObject;
 use tokio::sync::{oneshot, watch};
+use tracing::Instrument as _;
 
 use crate::call::{CallJob, CallOptions, ToolOutput};
 use crate::catalog::{Catalog, CatalogTool, MetadataSource, Resolution, ServerInput, ServerMetadata};
@@ -69,20 +70,21 @@ pub(crate) struct RouterState {
 
 pub(crate) struct RouterActor;
 
-/// Sends a resolved call to its ServerActor.
+/// Sends a resolved call to its ServerActor; `span` (the caller's) becomes the parent of the call's spans.
 fn forward(
     shared: &Shared,
     tool: Arc<CatalogTool>,
     args: Option<JsonObject>,
     opts: CallOptions,
     reply: oneshot::Sender<Result<ToolOutput>>,
+    span: tracing::Span,
 ) {
     let server = tool.server.clone();
     match shared.server_ref(&server) {
         Some(actor) => {
             if let Err(ractor::MessagingErr::SendErr(ServerMsg::Call { reply, .. })) =
                 actor.send_message(ServerMsg::Call {
-                    job: CallJob { tool, args, opts },
+                    job: CallJob { tool, args, opts, span },
                     reply,
                 })
             {
@@ -221,6 +223,8 @@ impl RouterActor {
             })
             .collect();
         let me = myself.clone();
+        // The retried message carries the caller's span (ractor propagates the span current at send).
+        let span = tracing::Span::current();
         tokio::spawn(async move {
             let waits = refs.into_iter().map(|(name, actor)| async move {
                 let Some(actor) = actor else {
@@ -248,7 +252,13 @@ impl RouterActor {
                     )),
                 }
             });
-            let errors: Vec<(String, Error)> = futures::future::join_all(waits).await.into_iter().flatten().collect();
+            let errors: Vec<(String, Error)> = futures::future::join_all(waits)
+                .instrument(span.clone())
+                .await
+                .into_iter()
+                .flatten()
+                .collect();
+            let _entered = span.enter();
             let _ = me.send_message(again(Attempt {
                 discovered: true,
                 errors,
@@ -337,6 +347,7 @@ impl Actor for RouterActor {
                     let key = (tool.server.clone(), tool.original.clone());
                     if approval_required(&st.config, &tool) && !st.shared.approvals.contains_key(&key) {
                         let shared = st.shared.clone();
+                        let span = tracing::Span::current();
                         tokio::spawn(async move {
                             let request = ApprovalRequest {
                                 server: tool.server.clone(),
@@ -354,10 +365,10 @@ impl Actor for RouterActor {
                                 message,
                             };
                             match decision {
-                                ApprovalDecision::AllowOnce => forward(&shared, tool, args, opts, reply),
+                                ApprovalDecision::AllowOnce => forward(&shared, tool, args, opts, reply, span),
                                 ApprovalDecision::AllowForSession => {
                                     shared.approvals.insert(key, ());
-                                    forward(&shared, tool, args, opts, reply);
+                                    forward(&shared, tool, args, opts, reply, span);
                                 }
                                 ApprovalDecision::Deny => {
                                     let msg = format!(
@@ -376,7 +387,7 @@ impl Actor for RouterActor {
                             }
                         });
                     } else {
-                        forward(&st.shared, tool, args, opts, reply);
+                        forward(&st.shared, tool, args, opts, reply, tracing::Span::current());
                     }
                 }
                 Ok(Err(e)) => {

@@ -228,6 +228,9 @@ impl ServerActor {
 
     fn set_state(st: &mut ServerActorState, state: ServerState, reason: Option<String>) {
         if st.state != state || st.reason != reason {
+            // A zero-length span per transition (metadata only: the reason text stays in logs and status).
+            let _span = tracing::info_span!("state_transition", server = %st.cfg.name, from = st.state.name(), to = state.name())
+                .entered();
             tracing::debug!(server = %st.cfg.name, from = st.state.name(), to = state.name(), reason = ?reason, "state transition");
         }
         st.state = state;
@@ -386,7 +389,7 @@ impl ServerActor {
         tokio::spawn(
             async move {
                 let result = connect_with_auth(auth, spec, handler, request_timeout, grace).await;
-                tracing::Span::current().record("outcome", if result.is_ok() { "ok" } else { "error" });
+                tracing::Span::current().record("outcome", connect_outcome(&result));
                 let _ = me.send_message(ServerMsg::Connected { generation, result });
             }
             .instrument(span),
@@ -621,8 +624,15 @@ impl ServerActor {
             allow_elicitation: st.shared.settings.elicitation != Some(false),
         };
         let me = myself.clone();
-        // Metadata only: never arguments or results.
+        // Metadata only: never arguments or results. The parent is the caller's span, not whatever message (a
+        // connect report) happened to dispatch a queued call.
+        let parent = if job.span.is_none() {
+            tracing::Span::current()
+        } else {
+            job.span.clone()
+        };
         let span = tracing::info_span!(
+            parent: &parent,
             "tool_call",
             server = %st.cfg.name,
             tool = %job.tool.original,
@@ -681,9 +691,23 @@ impl ServerActor {
         let cap = st.shared.tuning.health_timeout;
         let generation = st.generation;
         let me = myself.clone();
-        let span = tracing::debug_span!("health_check", server = %st.cfg.name, ?era, revalidation);
+        let span = tracing::info_span!(
+            "health_check",
+            server = %st.cfg.name,
+            ?era,
+            revalidation,
+            outcome = tracing::field::Empty
+        );
         tokio::spawn(async move {
-            let outcome = health_check(&peer, era, cap).instrument(span).await;
+            let outcome = health_check(&peer, era, cap).instrument(span.clone()).await;
+            span.record(
+                "outcome",
+                match &outcome {
+                    HealthOutcome::Healthy => "ok",
+                    HealthOutcome::Failed(_) => "failed",
+                    HealthOutcome::TransportClosed => "connection",
+                },
+            );
             let _ = me.send_message(ServerMsg::HealthResult {
                 generation,
                 outcome,
@@ -1241,6 +1265,18 @@ fn era_name(era: Era) -> &'static str {
     match era {
         Era::Legacy => "legacy",
         Era::Stateless => "stateless",
+    }
+}
+
+/// The `outcome` of a `connect` span: `ok` or a SPEC 11 category (`cancelled` for an attempt called off).
+fn connect_outcome(result: &std::result::Result<Box<Established>, ConnectFailure>) -> &'static str {
+    match result {
+        Ok(_) => "ok",
+        Err(ConnectFailure::Connect(ConnectError::NeedsAuth { .. })) => "needs-auth",
+        Err(ConnectFailure::Connect(ConnectError::Config { .. } | ConnectError::Secret { .. })) => "config",
+        Err(ConnectFailure::Connect(ConnectError::StartupTimeout { .. })) => "timeout",
+        Err(ConnectFailure::Connect(ConnectError::Cancelled { .. })) => "cancelled",
+        Err(_) => "connection",
     }
 }
 

@@ -11,4 +11,5 @@ mod runtime {
     mod chaos;
     mod handlers;
     mod http;
+    mod observability;
 }

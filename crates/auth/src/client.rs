@@ -245,6 +245,7 @@ impl OAuthClient {
     }
 
     /// Discovery for this server (protected-resource metadata, then authorization-server metadata).
+    #[tracing::instrument(name = "auth_discover", level = "info", skip_all, fields(server = %self.inner.server))]
     pub async fn discover(&self, challenge: Option<&Challenge>) -> Result<Discovered> {
         let options = DiscoveryOptions {
             auth_server_metadata_url: self.inner.config.auth_server_metadata_url.clone(),
@@ -255,6 +256,7 @@ impl OAuthClient {
 
     /// Begin an authorization-code flow: discovery, client registration, scope selection, PKCE and state.
     /// Returns the URL to open; finish with [`OAuthClient::complete`].
+    #[tracing::instrument(name = "auth_start_authorization", level = "info", skip_all, fields(server = %self.inner.server))]
     pub async fn start_authorization(&self, request: AuthorizationRequest) -> Result<AuthorizationStart> {
         if self.inner.config.grant_type == OAuthGrant::ClientCredentials {
             return Err(self.config_error("the server uses the client_credentials grant; there is no browser login"));
@@ -349,6 +351,7 @@ impl OAuthClient {
     /// Re-authorize with more scope after a 403 `insufficient_scope`: the union of the granted and the challenged
     /// scope. Fails with [`Error::StepUpExhausted`] once [`MAX_AUTHORIZATION_ATTEMPTS`] authorizations were started
     /// since the last [`OAuthClient::reset_attempts`].
+    #[tracing::instrument(name = "auth_step_up", level = "info", skip_all, fields(server = %self.inner.server))]
     pub async fn start_step_up(
         &self,
         challenge: &Challenge,
@@ -398,6 +401,7 @@ impl OAuthClient {
     /// server put there is returned as [`Error::AuthorizationDenied`]. A bare code is accepted only while exactly one
     /// flow is pending (it was copied from the user's own browser, so there is no cross-site request to defend
     /// against). The RFC 9207 `iss`, when present or required, must be the authorization server's issuer.
+    #[tracing::instrument(name = "auth_complete", level = "info", skip_all, fields(server = %self.inner.server))]
     pub async fn complete(&self, input: &str) -> Result<TokenRecord> {
         let params = parse_redirect(input)?;
         let (state, flow_issuer, require_iss) = {
@@ -498,6 +502,7 @@ impl OAuthClient {
 
     /// Use the refresh token of `record` (or, for the `client_credentials` grant, request a new token). A rejected
     /// refresh token is [`Error::NeedsAuth`]; `record` itself is never changed.
+    #[tracing::instrument(name = "auth_refresh", level = "info", skip_all, fields(server = %self.inner.server))]
     pub async fn refresh(&self, record: &TokenRecord) -> Result<TokenRecord> {
         if self.inner.config.grant_type == OAuthGrant::ClientCredentials {
             return self.client_credentials().await;
@@ -557,6 +562,7 @@ impl OAuthClient {
     /// The `client_credentials` grant (machine-to-machine): `oauth.clientId` with the client secret
     /// (`client_secret_basic` when the server supports it, else `client_secret_post`) or with a `private_key_jwt`
     /// assertion when a private key is configured.
+    #[tracing::instrument(name = "auth_client_credentials", level = "info", skip_all, fields(server = %self.inner.server))]
     pub async fn client_credentials(&self) -> Result<TokenRecord> {
         let client_id = self
             .inner
@@ -759,6 +765,7 @@ impl OAuthClient {
     }
 
     /// RFC 7591 dynamic client registration of a native public client (or whatever the server insists on).
+    #[tracing::instrument(name = "auth_register", level = "info", skip_all, fields(server = %self.inner.server))]
     async fn register(
         &self,
         endpoint: &str,

@@ -58,6 +58,7 @@ impl Default for LoginOptions {
 /// `listener` receives the browser's redirect (`None`: paste-only, with `options.redirect_uri`); `manual` delivers
 /// pasted redirect URLs or codes (e.g. from `pimcp-run auth complete`); `notify` receives what to show the user.
 /// Returns the new record; storing it is the caller's job (`TokenManager::save_login`).
+#[tracing::instrument(name = "auth_login", level = "info", skip_all, fields(server = %client.server()))]
 pub async fn login(
     client: &OAuthClient,
     mut listener: Option<CallbackListener>,
