@@ -141,6 +141,8 @@ pub(crate) struct SpawnPlan {
     /// Applied last (overrides); values may be secrets.
     pub env: Vec<(String, String)>,
     pub shim: Option<PathBuf>,
+    /// Passed to the shim ([`shim::GRACE_ENV`]): how long leftovers of an exited server get after SIGTERM.
+    pub close_grace: Duration,
 }
 
 impl std::fmt::Debug for SpawnPlan {
@@ -155,6 +157,7 @@ impl std::fmt::Debug for SpawnPlan {
                 &self.env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
             )
             .field("shim", &self.shim)
+            .field("close_grace", &self.close_grace)
             .finish()
     }
 }
@@ -179,6 +182,7 @@ impl SpawnPlan {
                     .arg(our_pid.to_string())
                     .arg(&self.program)
                     .args(&self.args);
+                c.env(shim::GRACE_ENV, self.close_grace.as_millis().to_string());
                 c
             }
             None => {
@@ -200,7 +204,8 @@ impl SpawnPlan {
             cmd.env(k, v);
         }
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        // SAFETY: runs between fork and exec; prctl and getppid are async-signal-safe and allocate nothing.
+        // SAFETY: runs between fork and exec; prctl, sigprocmask and getppid are async-signal-safe and allocate
+        // nothing.
         #[allow(
             unsafe_code,
             reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child"
@@ -208,6 +213,8 @@ impl SpawnPlan {
         unsafe {
             cmd.pre_exec(move || {
                 sys::set_parent_death_signal(libc::SIGKILL)?;
+                // The child inherits the spawning thread's signal mask; start it with none blocked.
+                sys::reset_signal_mask()?;
                 if sys::parent_pid() != our_pid {
                     return Err(std::io::Error::other("parent exited during spawn"));
                 }

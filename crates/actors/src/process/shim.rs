@@ -8,11 +8,20 @@
 //! The shim blocks the signals it cares about, arms `PR_SET_PDEATHSIG(SIGUSR1)`, spawns the server (same group,
 //! inherited stdin/stdout/stderr, so nothing is relayed; the server gets `PR_SET_PDEATHSIG(SIGKILL)` tied to the
 //! shim) and then sleeps in `sigtimedwait`:
-//! - server exited → the shim exits with the server's code (128 + signal when killed by a signal);
 //! - parent gone (`SIGUSR1`, or `getppid()` changed, re-checked every [`PARENT_POLL`]) → `killpg(own group,
-//!   SIGKILL)`, which takes the server, every grandchild left in the group and the shim itself;
+//!   SIGKILL)`, which takes the server, every grandchild left in the group and the shim itself. This is checked
+//!   *before* the server's exit: a server that exits on stdin EOF dies together with pimcp, and must not make the
+//!   shim forget its grandchildren;
+//! - server exited (pimcp alive) → whatever it left in the group gets `SIGTERM`, then `SIGKILL` after the close
+//!   grace ([`GRACE_ENV`], default [`DEFAULT_LEFTOVER_GRACE`]), while the shim keeps watching its parent; then the
+//!   shim exits with the server's code (128 + signal when killed by a signal). The shim never exits while its
+//!   group still has members, so no moment exists in which a grandchild runs unguarded;
 //! - `SIGTERM`/`SIGINT`/`SIGHUP` sent to the group are ignored by the shim (the server received them too); it keeps
 //!   waiting so that pimcp's escalation to SIGKILL still finds a guardian.
+//!
+//! The server starts with an empty signal mask: a child inherits the mask across `fork`/`exec`, so the shim's
+//! `pre_exec` hook unblocks everything (a server with `SIGTERM` blocked could never be stopped gracefully, one with
+//! `SIGCHLD` blocked cannot manage children). The shim ignores no signal, so dispositions are what pimcp had.
 
 use std::ffi::OsString;
 use std::time::Duration;
@@ -22,6 +31,13 @@ pub const SHIM_ARG: &str = "__pimcp_shim__";
 
 /// How often the shim re-checks `getppid()` in case the death signal was missed.
 pub const PARENT_POLL: Duration = Duration::from_millis(500);
+
+/// Environment variable through which pimcp passes its close grace (milliseconds) to the shim; removed from the
+/// server's environment.
+pub const GRACE_ENV: &str = "PIMCP_SHIM_GRACE_MS";
+
+/// How long leftovers of an exited server get between `SIGTERM` and `SIGKILL` when [`GRACE_ENV`] is not set.
+pub const DEFAULT_LEFTOVER_GRACE: Duration = Duration::from_secs(2);
 
 /// Exit code when the server program cannot be started (as a shell does).
 const EXIT_CANNOT_START: i32 = 127;
@@ -57,9 +73,15 @@ mod imp {
     use std::ffi::OsString;
     use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
     use std::process::Command;
+    use std::time::{Duration, Instant};
 
-    use super::{EXIT_CANNOT_START, PARENT_POLL};
+    use super::{DEFAULT_LEFTOVER_GRACE, EXIT_CANNOT_START, GRACE_ENV, PARENT_POLL};
     use crate::process::sys;
+
+    /// How often leftovers of an exited server are re-counted (they are not our children: no SIGCHLD).
+    const LEFTOVER_POLL: Duration = Duration::from_millis(20);
+    /// How long we wait for SIGKILLed leftovers to disappear (only D-state processes linger).
+    const KILL_WAIT: Duration = Duration::from_secs(2);
 
     pub fn run(parent: u32, program: OsString, args: Vec<OsString>) -> i32 {
         // Block first: everything below is then collected by sigtimedwait and nothing can kill us half-way.
@@ -78,20 +100,26 @@ mod imp {
             // pimcp died before we were armed: there is nothing to guard.
             return EXIT_CANNOT_START;
         }
+        let grace = std::env::var(GRACE_ENV)
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map_or(DEFAULT_LEFTOVER_GRACE, Duration::from_millis);
         let mut cmd = Command::new(&program);
-        cmd.args(&args);
+        cmd.args(&args).env_remove(GRACE_ENV);
         // SAFETY: the hook runs between fork and exec and only calls async-signal-safe prctl/sigprocmask.
         #[allow(
             unsafe_code,
-            reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child"
+            reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG and reset the signal mask in the child"
         )]
         unsafe {
             cmd.pre_exec(|| {
                 sys::set_parent_death_signal(libc::SIGKILL)?;
+                // The mask survives fork and exec (std does not reset it): without this the server would start
+                // with SIGTERM, SIGCHLD, … blocked.
+                sys::reset_signal_mask()?;
                 Ok(())
             });
         }
-        // std resets the signal mask of the child before exec, so the server starts with a clean mask.
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
@@ -103,18 +131,70 @@ mod imp {
         let _ = sys::redirect_to_dev_null(0);
         let _ = sys::redirect_to_dev_null(1);
         loop {
+            // Parent first: when pimcp is SIGKILLed the server often exits on stdin EOF at the same moment, and
+            // seeing that exit first must not let us leave without killing the group.
+            if sys::parent_pid() != parent {
+                kill_own_group(&mut child);
+            }
             match child.try_wait() {
                 Ok(Some(status)) => {
+                    end_leftovers(parent, &signals, grace);
                     return status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
                 }
                 Ok(None) => {}
                 Err(_) => return EXIT_CANNOT_START,
             }
-            if sys::parent_pid() != parent {
-                kill_own_group(&mut child);
-            }
             // SIGCHLD and SIGUSR1 wake us up early; SIGTERM/SIGINT/SIGHUP are swallowed (the server got them).
             let _ = signals.wait(PARENT_POLL);
+        }
+    }
+
+    /// The server has exited (and was reaped) while pimcp lives: its leftovers in our group (grandchildren that
+    /// ignored stdin EOF) get SIGTERM, `grace`, then SIGKILL, before we exit, so they never outlive their guardian.
+    /// The parent is still watched meanwhile (its death means SIGKILL to the group at once). Only when we lead our
+    /// own group: never a stranger's.
+    fn end_leftovers(parent: u32, signals: &sys::SignalSet, grace: Duration) {
+        let group = sys::own_process_group();
+        let me = std::process::id();
+        if u32::try_from(group).ok() != Some(me) {
+            return;
+        }
+        let leftovers = || -> Vec<u32> {
+            sys::live_group_members(group)
+                .into_iter()
+                .filter(|&pid| pid != me)
+                .collect()
+        };
+        if leftovers().is_empty() {
+            return;
+        }
+        // SIGTERM reaches us too; it is blocked here and swallowed by the waits below.
+        let _ = sys::signal_group(group, libc::SIGTERM);
+        let watch = |limit: Duration| -> bool {
+            let deadline = Instant::now() + limit;
+            loop {
+                if sys::parent_pid() != parent {
+                    let _ = sys::signal_group(group, libc::SIGKILL);
+                    std::process::exit(137);
+                }
+                if leftovers().is_empty() {
+                    return true;
+                }
+                if Instant::now() >= deadline {
+                    return false;
+                }
+                let _ = signals.wait(LEFTOVER_POLL);
+            }
+        };
+        if watch(grace) {
+            return;
+        }
+        // SIGKILL each leftover, not the group: we must survive to report the server's exit code.
+        for pid in leftovers() {
+            let _ = sys::signal_group_member(pid, group, libc::SIGKILL);
+        }
+        if !watch(KILL_WAIT) {
+            eprintln!("pimcp-shim: processes of group {group} survived SIGKILL for {KILL_WAIT:?}");
         }
     }
 

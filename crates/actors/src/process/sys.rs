@@ -93,6 +93,73 @@ impl SignalSet {
     }
 }
 
+/// Unblocks every signal in the calling thread (`sigprocmask(SIG_SETMASK, ∅)`). A child inherits the signal mask
+/// across `fork` and `exec` (std's spawn no longer resets it), so the guardian shim, which blocks the signals it
+/// collects, calls this in the server's `pre_exec` hook. Async-signal-safe.
+pub fn reset_signal_mask() -> io::Result<()> {
+    // SAFETY: sigemptyset initializes the plain bitmask in place; sigprocmask only reads it.
+    #[allow(unsafe_code, reason = "signal masks have no safe std equivalent")]
+    let rc = unsafe {
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut())
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Sends `sig` to process `pid` only if it is (still) a member of group `pgid`. The process is pinned with a pidfd
+/// before its group is checked, so a pid recycled in between is never signalled (the signal then fails with
+/// `ESRCH`). `Ok(false)` when it is gone or not in the group. Linux ≥ 5.3.
+#[cfg(target_os = "linux")]
+pub fn signal_group_member(pid: u32, pgid: i32, sig: i32) -> io::Result<bool> {
+    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+    let pid =
+        libc::pid_t::try_from(pid).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
+    let gone = |err: io::Error| {
+        if err.raw_os_error() == Some(libc::ESRCH) {
+            Ok(false)
+        } else {
+            Err(err)
+        }
+    };
+    // SAFETY: pidfd_open takes a pid and flags; on success it returns a new descriptor that we own from here on.
+    #[allow(unsafe_code, reason = "pidfd_open(2) has no safe std equivalent")]
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if raw < 0 {
+        return gone(io::Error::last_os_error());
+    }
+    let raw = i32::try_from(raw).map_err(|_| io::Error::other("pidfd out of range"))?;
+    // SAFETY: `raw` is a fresh descriptor returned by pidfd_open and owned by nobody else.
+    #[allow(unsafe_code, reason = "taking ownership of a raw descriptor")]
+    let pidfd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: getpgid takes an integer and touches no memory.
+    #[allow(unsafe_code, reason = "getpgid(2) is not exposed by std")]
+    let group = unsafe { libc::getpgid(pid) };
+    if group != pgid {
+        return Ok(false);
+    }
+    // SAFETY: a valid pidfd, a signal number, a null siginfo (kill(2) semantics) and no flags.
+    #[allow(unsafe_code, reason = "pidfd_send_signal(2) has no safe std equivalent")]
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if rc == 0 {
+        Ok(true)
+    } else {
+        gone(io::Error::last_os_error())
+    }
+}
+
 /// Points file descriptor `fd` at `/dev/null` (used by the shim to drop its copies of the server's stdio).
 pub fn redirect_to_dev_null(fd: i32) -> io::Result<()> {
     use std::os::fd::AsRawFd as _;

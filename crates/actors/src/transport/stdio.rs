@@ -86,6 +86,7 @@ pub(super) async fn connect<H: ClientHandler + Clone>(
         inherit_env: stdio.inherit_env,
         env,
         shim: spec.process.shim_executable(),
+        close_grace: spec.process.close_grace,
     };
     let lifecycle = handshake::lifecycle(spec.server.protocol, spec.era_hint);
     let is_auto = matches!(lifecycle, ClientLifecycleMode::Auto { .. });
