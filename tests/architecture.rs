@@ -12,6 +12,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("pimcp-actors", 2),
     ("pimcp-proxy", 3),
     ("pimcp-cli", 4),
+    ("pimcp-conformance", 4),
     ("pimcp", 5),
 ];
 

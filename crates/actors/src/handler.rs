@@ -10,7 +10,7 @@ use ractor::ActorRef;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
     ElicitResult, ElicitationAction, ErrorData, Implementation, JsonObject, ListRootsResult,
-    LoggingMessageNotificationParam, Root,
+    LoggingMessageNotificationParam, ProtocolVersion, Root,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
@@ -147,7 +147,12 @@ impl ClientHandler for RuntimeClient {
         if self.allow_elicitation && self.handlers.elicitation.is_some() {
             caps.elicitation = ClientCapabilities::builder().enable_elicitation().build().elicitation;
         }
-        ClientConfig::new(caps, Implementation::new("pimcp", env!("CARGO_PKG_VERSION")))
+        let mut config = ClientConfig::new(caps, Implementation::new("pimcp", env!("CARGO_PKG_VERSION")));
+        // What `initialize` offers: the newest version that still has that handshake (rmcp's default is the
+        // 2026-07-28 revision, which strict initialize-era servers echo back and then fail on). `server/discover`
+        // and the auto fallback set their versions themselves.
+        config.protocol_version = ProtocolVersion::LATEST_WITH_INITIALIZE;
+        config
     }
 
     async fn create_message(

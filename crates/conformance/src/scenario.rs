@@ -1,0 +1,144 @@
+//! What each conformance scenario asks of the client (`MCP_CONFORMANCE_SCENARIO`, with `MCP_CONFORMANCE_CONTEXT`
+//! for pre-registered credentials): the one-server pimcp configuration to build and the steps to run through the
+//! runtime. Auth scenarios share one shape: connect (the runtime logs in by itself with `settings.autoAuth`), then
+//! call `test-tool` when the server lists it.
+
+use anyhow::Context as _;
+use pimcp_config::Secret;
+use serde_json::{Value, json};
+
+/// The name of the only configured server.
+pub const SERVER: &str = "conformance";
+/// The client ID metadata document URL the `auth/basic-cimd` scenario expects (SEP-991).
+pub const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// One step, run through the runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// `RuntimeHandle::connect` (initialize + discovery).
+    Connect,
+    /// Call an upstream tool by its original name.
+    Call { tool: &'static str, args: Value },
+    /// Call the tool if the server lists it (with `{}`).
+    CallIfListed(&'static str),
+}
+
+/// The configuration and the steps of one run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The `mcpServers` entry of [`SERVER`].
+    pub server: Value,
+    /// `private_key_jwt` key for `client_credentials` (there is no configuration field for it).
+    pub private_key: Option<Secret>,
+    pub steps: Vec<Step>,
+}
+
+impl Plan {
+    /// The in-memory configuration: one server, logins without a person (`autoAuth`).
+    pub fn config(&self) -> Value {
+        json!({"settings": {"autoAuth": true}, "mcpServers": {SERVER: self.server}})
+    }
+}
+
+/// The plan for `scenario` against `url` (the suite appends the URL as the last argument).
+pub fn plan(scenario: &str, url: &str, context: Option<&Value>) -> anyhow::Result<Plan> {
+    // The suite speaks the initialize-era protocol (2025-03-26 … 2025-11-25): no server/discover probe.
+    let mut server = json!({"url": url, "protocol": "legacy"});
+    let mut private_key = None;
+    let steps = match scenario {
+        "initialize" => vec![Step::Connect],
+        "tools_call" => vec![Step::Call {
+            tool: "add_numbers",
+            args: json!({"a": 5, "b": 3}),
+        }],
+        "elicitation-sep1034-client-defaults" => vec![Step::Call {
+            tool: "test_client_elicitation_defaults",
+            args: json!({}),
+        }],
+        "sse-retry" => vec![Step::Call {
+            tool: "test_reconnection",
+            args: json!({}),
+        }],
+        auth if auth.starts_with("auth/") => {
+            let mut oauth = json!({"clientMetadataUrl": CLIENT_METADATA_URL});
+            if let Some(context) = context {
+                if let Some(id) = context.get("client_id").and_then(Value::as_str) {
+                    oauth["clientId"] = id.into();
+                }
+                if let Some(secret) = context.get("client_secret").and_then(Value::as_str) {
+                    oauth["clientSecret"] = secret.into();
+                }
+                if let Some(pem) = context.get("private_key_pem").and_then(Value::as_str) {
+                    private_key = Some(Secret::new(pem));
+                }
+            }
+            if auth.starts_with("auth/client-credentials") {
+                oauth["grantType"] = "client_credentials".into();
+                oauth
+                    .get("clientId")
+                    .context("client_credentials scenarios pass `client_id` in MCP_CONFORMANCE_CONTEXT")?;
+            }
+            server["oauth"] = oauth;
+            vec![Step::Connect, Step::CallIfListed("test-tool")]
+        }
+        other => {
+            tracing::warn!(scenario = other, "unknown scenario: connecting and listing tools only");
+            vec![Step::Connect]
+        }
+    };
+    Ok(Plan {
+        server,
+        private_key,
+        steps,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn core_scenarios() {
+        let p = plan("tools_call", "http://localhost:1/mcp", None).unwrap();
+        assert_eq!(p.server["protocol"], "legacy");
+        assert!(p.server.get("oauth").is_none());
+        assert!(matches!(
+            &p.steps[..],
+            [Step::Call {
+                tool: "add_numbers",
+                ..
+            }]
+        ));
+        assert_eq!(
+            plan("initialize", "http://localhost:1", None).unwrap().steps,
+            vec![Step::Connect]
+        );
+        assert_eq!(
+            plan("something-new", "http://x/mcp", None).unwrap().steps,
+            vec![Step::Connect]
+        );
+    }
+
+    #[test]
+    fn auth_scenarios_take_their_context() {
+        let context = json!({"name": "auth/pre-registration", "client_id": "pre", "client_secret": "s3cret"});
+        let p = plan("auth/pre-registration", "http://localhost:1/mcp", Some(&context)).unwrap();
+        assert_eq!(p.server["oauth"]["clientId"], "pre");
+        assert_eq!(p.server["oauth"]["clientSecret"], "s3cret");
+        assert_eq!(p.server["oauth"]["clientMetadataUrl"], CLIENT_METADATA_URL);
+        assert!(p.server["oauth"].get("grantType").is_none());
+        assert_eq!(p.steps, vec![Step::Connect, Step::CallIfListed("test-tool")]);
+
+        let context =
+            json!({"client_id": "m2m", "private_key_pem": "-----BEGIN PRIVATE KEY-----", "signing_algorithm": "ES256"});
+        let p = plan("auth/client-credentials-jwt", "http://localhost:1/mcp", Some(&context)).unwrap();
+        assert_eq!(p.server["oauth"]["grantType"], "client_credentials");
+        assert!(p.private_key.is_some());
+        assert!(plan("auth/client-credentials-basic", "http://localhost:1/mcp", None).is_err());
+
+        let config = p.config();
+        assert_eq!(config["settings"]["autoAuth"], true);
+        assert_eq!(config["mcpServers"][SERVER]["url"], "http://localhost:1/mcp");
+    }
+}
