@@ -7,6 +7,7 @@
 mod commands;
 mod output;
 mod progress;
+mod telemetry;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -50,7 +51,8 @@ fn main() -> ExitCode {
     // pimcp-run is its own guardian shim for stdio servers (`pimcp-run __pimcp_shim__ …` never returns).
     pimcp_actors::shim_main_if_requested();
     let cli = Cli::parse();
-    init_logging();
+    // Logs to stderr, OTLP export when configured; dropping the guard at the end flushes spans.
+    let _telemetry = telemetry::init();
     let json = cli.command.as_ref().is_some_and(commands::Command::json);
     let code = match commands::run(cli) {
         Ok(code) => code,
@@ -68,25 +70,4 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(code)
-}
-
-/// `PIMCP_LOG`, else `RUST_LOG`, else warnings only; always to stderr.
-fn init_logging() {
-    use tracing_subscriber::EnvFilter;
-    let filter = std::env::var("PIMCP_LOG")
-        .ok()
-        .or_else(|| std::env::var("RUST_LOG").ok())
-        .and_then(|spec| EnvFilter::try_new(spec).ok())
-        .unwrap_or_else(|| EnvFilter::new("warn"));
-    let ansi = output::colour_allowed(
-        std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        std::env::var("NO_COLOR").ok().as_deref(),
-        std::env::var("TERM").ok().as_deref(),
-    );
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
 }

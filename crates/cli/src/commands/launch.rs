@@ -53,6 +53,8 @@ fn serve_stdio(ctx: &Ctx) -> ! {
             EXIT_FAILED
         }
     };
+    // `exit` skips destructors: flush the OpenTelemetry exporter first.
+    crate::telemetry::shutdown();
     std::process::exit(i32::from(code));
 }
 

@@ -1,0 +1,250 @@
+//! Logging and tracing of `pimcp-run` (SPEC 9): human logs on stderr (`PIMCP_LOG`, else `RUST_LOG`, else `warn`),
+//! and, only when `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set, an OpenTelemetry
+//! exporter that sends pimcp's spans over OTLP/HTTP (protobuf) from a batch processor thread. Without an endpoint no
+//! exporter, thread or connection exists. [`shutdown`] flushes; it runs when the [`Telemetry`] guard drops and must
+//! be called before `std::process::exit`.
+//!
+//! Only pimcp's own spans are exported ([`EXPORTED_TARGETS`]): they carry metadata (server, tool, method, outcome,
+//! durations), never arguments, results, headers or tokens. Third-party spans are not: process-wrap's spawn span
+//! records the child's whole environment and rmcp logs whole messages at debug level. For the same reason the log
+//! filter always caps those crates ([`LOG_CAP`]), whatever `PIMCP_LOG` asks for.
+
+use std::sync::Mutex;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::{Protocol, WithExportConfig as _};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::filter::{EnvFilter, FilterExt as _, LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{Layer as _, Registry};
+
+/// The variables that turn the exporter on (the first one set and non-empty wins, as the OTLP spec says).
+pub(crate) const ENDPOINT_VARS: [&str; 2] = ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"];
+/// `service.name` unless `OTEL_SERVICE_NAME` says otherwise.
+pub(crate) const SERVICE_NAME: &str = "pimcp-run";
+/// Instrumentation scope of the tracer.
+const TRACER_NAME: &str = "pimcp";
+/// Crates whose spans (at `info` and above) are exported.
+pub(crate) const EXPORTED_TARGETS: [&str; 5] = ["pimcp_actors", "pimcp_proxy", "pimcp_auth", "pimcp_cli", "pimcp_run"];
+/// The most verbose level logged from third-party crates whatever the user's filter says: it keeps the secrets
+/// and payloads they put into their own spans and events (process-wrap: the child's environment; rmcp at debug:
+/// whole messages; HTTP stacks at trace: headers) out of the log.
+pub(crate) const LOG_CAP: [(&str, LevelFilter); 6] = [
+    ("process_wrap", LevelFilter::OFF),
+    ("rmcp", LevelFilter::INFO),
+    ("hyper", LevelFilter::INFO),
+    ("hyper_util", LevelFilter::INFO),
+    ("h2", LevelFilter::INFO),
+    ("reqwest", LevelFilter::INFO),
+];
+
+/// The tracer provider, kept for [`shutdown`].
+static PROVIDER: Mutex<Option<SdkTracerProvider>> = Mutex::new(None);
+
+/// Flushes and shuts the exporter down when dropped (see [`shutdown`]).
+#[derive(Debug)]
+#[must_use = "dropping the guard flushes the exporter"]
+pub(crate) struct Telemetry;
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        shutdown();
+    }
+}
+
+/// Installs the global subscriber: stderr logs, plus the OTLP exporter when an endpoint is configured. An exporter
+/// that cannot be built is reported on stderr and left out; logging still works.
+pub(crate) fn init() -> Telemetry {
+    let env = |k: &str| std::env::var(k).ok();
+    let otel = if exporter_wanted(env) {
+        match otel_layer(service_name(env)) {
+            Ok((layer, provider)) => {
+                set_provider(Some(provider));
+                Some(layer)
+            }
+            Err(e) => {
+                eprintln!("pimcp-run: OpenTelemetry export disabled: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let ansi = crate::output::colour_allowed(
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        std::env::var("NO_COLOR").ok().as_deref(),
+        std::env::var("TERM").ok().as_deref(),
+    );
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_filter(log_filter(env("PIMCP_LOG").or_else(|| env("RUST_LOG")).as_deref()).and(log_cap()));
+    // The OTel layer sits directly on the registry (its type says so); each layer has its own filter, so the
+    // exporter sees pimcp's spans even when logs show only warnings.
+    let _ = tracing_subscriber::registry().with(otel).with(fmt).try_init();
+    Telemetry
+}
+
+/// Flushes pending spans and stops the exporter (blocking, bounded by the OTLP timeout). Idempotent; a no-op
+/// without an exporter. Call it outside async code.
+pub(crate) fn shutdown() {
+    let provider = match PROVIDER.lock() {
+        Ok(mut g) => g.take(),
+        Err(p) => p.into_inner().take(),
+    };
+    if let Some(provider) = provider
+        && let Err(e) = provider.shutdown()
+    {
+        eprintln!("pimcp-run: flushing OpenTelemetry spans failed: {e}");
+    }
+}
+
+fn set_provider(provider: Option<SdkTracerProvider>) {
+    match PROVIDER.lock() {
+        Ok(mut g) => *g = provider,
+        Err(p) => *p.into_inner() = provider,
+    }
+}
+
+/// An OTLP endpoint is configured and the SDK is not disabled (`OTEL_SDK_DISABLED=true`).
+pub(crate) fn exporter_wanted(env: impl Fn(&str) -> Option<String>) -> bool {
+    let disabled = env("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    !disabled
+        && ENDPOINT_VARS
+            .iter()
+            .any(|k| env(k).is_some_and(|v| !v.trim().is_empty()))
+}
+
+fn service_name(env: impl Fn(&str) -> Option<String>) -> Option<String> {
+    // OTEL_SERVICE_NAME is read by the SDK's resource detector; only fill in ours when it is absent.
+    env("OTEL_SERVICE_NAME")
+        .filter(|v| !v.trim().is_empty())
+        .map_or_else(|| Some(SERVICE_NAME.to_owned()), |_| None)
+}
+
+/// The filter of exported spans: pimcp's crates at `info`.
+pub(crate) fn exported_targets() -> Targets {
+    EXPORTED_TARGETS
+        .iter()
+        .fold(Targets::new(), |t, target| t.with_target(*target, LevelFilter::INFO))
+}
+
+/// The user's log filter (`PIMCP_LOG` / `RUST_LOG` syntax), or `warn` when unset or unparsable.
+pub(crate) fn log_filter(spec: Option<&str>) -> EnvFilter {
+    spec.map(str::trim)
+        .filter(|s| !s.is_empty())
+        .and_then(|s| EnvFilter::try_new(s).ok())
+        .unwrap_or_else(|| EnvFilter::new("warn"))
+}
+
+/// [`LOG_CAP`] as a filter that must also pass (everything else is left to [`log_filter`]).
+pub(crate) fn log_cap() -> Targets {
+    LOG_CAP
+        .iter()
+        .fold(Targets::new().with_default(LevelFilter::TRACE), |t, (target, level)| {
+            t.with_target(*target, *level)
+        })
+}
+
+type OtelLayer = tracing_subscriber::filter::Filtered<
+    tracing_opentelemetry::OpenTelemetryLayer<Registry, opentelemetry_sdk::trace::Tracer>,
+    Targets,
+    Registry,
+>;
+
+/// The exporter (endpoint, headers, timeout and compression from the `OTEL_EXPORTER_OTLP_*` variables; a base
+/// endpoint gets `/v1/traces` appended) behind a batch processor, and the layer that feeds it.
+fn otel_layer(service: Option<String>) -> anyhow::Result<(OtelLayer, SdkTracerProvider)> {
+    if let Ok(protocol) =
+        std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        && protocol.trim() != "http/protobuf"
+    {
+        eprintln!("pimcp-run: OTLP protocol {protocol:?} is not supported; exporting with http/protobuf");
+    }
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .build()?;
+    let mut resource = Resource::builder().with_attribute(opentelemetry::KeyValue::new(
+        "service.version",
+        env!("CARGO_PKG_VERSION"),
+    ));
+    if let Some(name) = service {
+        resource = resource.with_service_name(name);
+    }
+    // The batch processor exports from its own thread with the blocking reqwest client: safe under any runtime.
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource.build())
+        .build();
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer(TRACER_NAME))
+        .with_filter(exported_targets());
+    Ok((layer, provider))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        move |k| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn the_exporter_exists_only_with_an_endpoint() {
+        assert!(!exporter_wanted(env_of(&[])));
+        assert!(!exporter_wanted(env_of(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")])));
+        assert!(exporter_wanted(env_of(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://127.0.0.1:4318"
+        )])));
+        assert!(exporter_wanted(env_of(&[(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://127.0.0.1:4318/v1/traces"
+        )])));
+        assert!(!exporter_wanted(env_of(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
+            ("OTEL_SDK_DISABLED", "TRUE"),
+        ])));
+    }
+
+    #[test]
+    fn service_name_defers_to_otel_service_name() {
+        assert_eq!(service_name(env_of(&[])).as_deref(), Some(SERVICE_NAME));
+        assert_eq!(service_name(env_of(&[("OTEL_SERVICE_NAME", "gateway")])), None);
+    }
+
+    #[test]
+    fn the_log_cap_keeps_third_party_payloads_out() {
+        let cap = log_cap();
+        assert!(!cap.would_enable("process_wrap::tokio::process_group", &tracing::Level::ERROR));
+        assert!(!cap.would_enable("rmcp::service", &tracing::Level::DEBUG));
+        assert!(cap.would_enable("rmcp::service", &tracing::Level::INFO));
+        assert!(!cap.would_enable("h2::codec", &tracing::Level::TRACE));
+        assert!(cap.would_enable("pimcp_actors::server", &tracing::Level::TRACE));
+    }
+
+    #[test]
+    fn the_log_filter_defaults_to_warnings() {
+        assert_eq!(log_filter(None).max_level_hint(), Some(LevelFilter::WARN));
+        assert_eq!(log_filter(Some("")).max_level_hint(), Some(LevelFilter::WARN));
+        assert_eq!(log_filter(Some("debug")).max_level_hint(), Some(LevelFilter::DEBUG));
+        // An unparsable spec falls back to warnings rather than to nothing.
+        assert_eq!(log_filter(Some("=[")).max_level_hint(), Some(LevelFilter::WARN));
+    }
+
+    #[test]
+    fn only_pimcp_targets_are_exported() {
+        let t = exported_targets();
+        assert!(t.would_enable("pimcp_actors::server", &tracing::Level::INFO));
+        assert!(!t.would_enable("pimcp_actors::server", &tracing::Level::DEBUG));
+        assert!(!t.would_enable("process_wrap::tokio::process_group", &tracing::Level::INFO));
+        assert!(!t.would_enable("rmcp::service", &tracing::Level::INFO));
+        assert!(!t.would_enable("ractor::actor", &tracing::Level::INFO));
+    }
+}

@@ -1,0 +1,337 @@
+//! Observability of the real `pimcp-run` binary (SPEC 9): with `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an
+//! in-process OTLP/HTTP receiver, a host's `mcp` calls arrive as spans whose parent links cross the actor hops
+//! (proxy request → tool call → upstream request, and the connect the first call caused), with metadata attributes
+//! only; secrets planted in a server's environment, in an HTTP header and in call arguments never appear in any
+//! exported span, in the JSONL protocol trace or in the debug log. Without the variable no exporter thread exists.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "interop/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use prost::Message as _;
+use rmcp::ServiceExt as _;
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+
+use support::{Daemon, Host, Mcp, Sandbox, eventually, pid_alive};
+
+const SECRET_ENV: &str = "planted-env-secret-5d21";
+const SECRET_HEADER: &str = "planted-header-secret-8c3f";
+const SECRET_ARG: &str = "planted-arg-secret-17ab";
+const SECRETS: [&str; 3] = [SECRET_ENV, SECRET_HEADER, SECRET_ARG];
+/// Name of the OpenTelemetry SDK's batch span processor thread.
+const BATCH_THREAD: &str = "OpenTelemetry";
+
+/// One exported span, flattened.
+#[derive(Debug, Clone)]
+struct Span {
+    trace_id: Vec<u8>,
+    span_id: Vec<u8>,
+    parent: Vec<u8>,
+    name: String,
+    attrs: BTreeMap<String, String>,
+    service: String,
+}
+
+#[derive(Clone, Default)]
+struct Received {
+    spans: Arc<Mutex<Vec<Span>>>,
+    /// Every request body as received (searched for planted secrets).
+    bodies: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+fn value_text(kv: &KeyValue) -> String {
+    match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+        Some(AnyValue::StringValue(s)) => s.clone(),
+        Some(AnyValue::IntValue(i)) => i.to_string(),
+        Some(AnyValue::BoolValue(b)) => b.to_string(),
+        Some(AnyValue::DoubleValue(d)) => d.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+async fn receive(State(received): State<Received>, body: Bytes) -> &'static str {
+    received.bodies.lock().unwrap().push(body.to_vec());
+    let request = ExportTraceServiceRequest::decode(body).expect("an OTLP protobuf export request");
+    let mut spans = received.spans.lock().unwrap();
+    for rs in request.resource_spans {
+        let service = rs
+            .resource
+            .iter()
+            .flat_map(|r| r.attributes.iter())
+            .find(|kv| kv.key == "service.name")
+            .map(value_text)
+            .unwrap_or_default();
+        for ss in rs.scope_spans {
+            for s in ss.spans {
+                spans.push(Span {
+                    trace_id: s.trace_id,
+                    span_id: s.span_id,
+                    parent: s.parent_span_id,
+                    name: s.name,
+                    attrs: s.attributes.iter().map(|kv| (kv.key.clone(), value_text(kv))).collect(),
+                    service: service.clone(),
+                });
+            }
+        }
+    }
+    "" // an empty ExportTraceServiceResponse
+}
+
+/// An OTLP/HTTP receiver on a loopback port: `POST /v1/traces`.
+async fn receiver() -> (Received, String) {
+    let received = Received::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", post(receive))
+        .with_state(received.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (received, format!("http://{addr}"))
+}
+
+/// An HTTP fixture that demands `Authorization: Bearer SECRET_HEADER`.
+fn http_fixture(dir: &Path) -> (Daemon, u16) {
+    let port_file = dir.join("fixture.port");
+    let mut cmd = std::process::Command::new(mcp_fixture::bin_path());
+    cmd.args([
+        "--http",
+        "127.0.0.1:0",
+        "--require-bearer",
+        SECRET_HEADER,
+        "--port-file",
+    ])
+    .arg(&port_file)
+    .env_clear()
+    .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let daemon = Daemon::spawn(cmd, dir.join("fixture.log"));
+    assert!(
+        support::poll_until(Duration::from_secs(20), || port_file.exists()),
+        "the HTTP fixture did not start: {}",
+        daemon.log_text()
+    );
+    let port = std::fs::read_to_string(&port_file).unwrap().trim().parse().unwrap();
+    (daemon, port)
+}
+
+/// `pimcp-run` serving MCP on stdio with `extra` environment, its stderr in the sandbox log.
+async fn serve(sandbox: &Sandbox, extra: &[(&str, &str)]) -> Mcp {
+    let mut cmd = sandbox.command(&[]);
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let log = std::fs::File::create(sandbox.log()).unwrap();
+    let (transport, _) = TokioChildProcess::builder(cmd).stderr(log).spawn().unwrap();
+    let pid = transport.id().unwrap();
+    let client = Host
+        .serve(transport)
+        .await
+        .unwrap_or_else(|e| panic!("initialize pimcp-run: {e}\n{}", sandbox.log_text()));
+    Mcp { client, pid }
+}
+
+/// Rewrites the sandbox config with `settings` added.
+fn with_settings(sandbox: &Sandbox, settings: Value) {
+    let mut config: Value = serde_json::from_slice(&std::fs::read(&sandbox.config).unwrap()).unwrap();
+    config["settings"] = settings;
+    std::fs::write(&sandbox.config, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+}
+
+/// Names of the threads of `pid`.
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|n| n.trim().to_owned())
+        .collect()
+}
+
+fn find<'a>(spans: &'a [Span], name: &str, attrs: &[(&str, &str)]) -> Vec<&'a Span> {
+    spans
+        .iter()
+        .filter(|s| {
+            s.name == name
+                && attrs
+                    .iter()
+                    .all(|(k, v)| s.attrs.get(*k).map(String::as_str) == Some(*v))
+        })
+        .collect()
+}
+
+fn child<'a>(spans: &'a [Span], parent: &Span, name: &str) -> Vec<&'a Span> {
+    spans
+        .iter()
+        .filter(|s| s.name == name && s.parent == parent.span_id && s.trace_id == parent.trace_id)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otlp_spans_link_proxy_request_tool_call_and_upstream_request_without_secrets() {
+    let (received, endpoint) = receiver().await;
+    let scratch = tempfile::tempdir().unwrap();
+    let (_fixture, port) = http_fixture(scratch.path());
+    let sandbox = Sandbox::new(json!({
+        "fx": { "command": mcp_fixture::bin_path(), "env": { "API_TOKEN": SECRET_ENV } },
+        "web": {
+            "url": format!("http://127.0.0.1:{port}/mcp"),
+            "headers": { "Authorization": format!("Bearer {SECRET_HEADER}") },
+        },
+    }));
+    with_settings(&sandbox, json!({ "trace": true }));
+    let mcp = serve(
+        &sandbox,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("PIMCP_LOG", "debug"),
+        ],
+    )
+    .await;
+    assert!(
+        thread_names(mcp.pid).iter().any(|n| n.starts_with(BATCH_THREAD)),
+        "no batch processor thread with an endpoint set: {:?}",
+        thread_names(mcp.pid)
+    );
+    for server in ["fx", "web"] {
+        let text = mcp
+            .ok(json!({ "tool": format!("{server}_echo"), "args": { "text": SECRET_ARG } }))
+            .await;
+        assert_eq!(text.trim(), SECRET_ARG);
+    }
+    let failed = mcp
+        .mcp(json!({ "tool": "fx_fail", "args": { "message": SECRET_ARG } }))
+        .await;
+    assert!(failed.is_error, "{failed:?}");
+    let pid = mcp.pid;
+    mcp.close().await;
+    assert!(!pid_alive(pid));
+
+    // pimcp-run flushed its exporter before exiting; nothing should still be in flight, but poll to be safe.
+    let has_calls = || find(&received.spans.lock().unwrap(), "tool_call", &[]).len() >= 3;
+    assert!(
+        eventually(Duration::from_secs(10), async || has_calls()).await,
+        "spans never arrived: {:?}\n--- pimcp-run stderr\n{}",
+        received
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| &s.name)
+            .collect::<Vec<_>>(),
+        sandbox.log_text()
+    );
+    let spans = received.spans.lock().unwrap().clone();
+    assert!(spans.iter().all(|s| s.service == "pimcp-run"), "service.name");
+    let names: std::collections::BTreeSet<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    for expected in [
+        "proxy_request",
+        "tool_call",
+        "upstream_request",
+        "connect",
+        "state_transition",
+    ] {
+        assert!(names.contains(expected), "no {expected} span in {names:?}");
+    }
+    // Only pimcp's own spans are exported (process-wrap's spawn span carries the child's environment).
+    assert!(
+        !names.iter().any(|n| ["pre_spawn", "serve_inner", "Actor"].contains(n)),
+        "{names:?}"
+    );
+
+    for (server, tool, outcome) in [
+        ("fx", "echo", "ok"),
+        ("web", "echo", "ok"),
+        ("fx", "fail", "tool-error"),
+    ] {
+        let calls = find(&spans, "tool_call", &[("server", server), ("tool", tool)]);
+        assert_eq!(calls.len(), 1, "{server}/{tool}: {calls:#?}");
+        let call = calls[0];
+        assert_eq!(call.attrs.get("outcome").map(String::as_str), Some(outcome), "{call:?}");
+        assert!(call.attrs.contains_key("duration_ms"), "{call:?}");
+        let request = spans
+            .iter()
+            .find(|s| s.span_id == call.parent && s.trace_id == call.trace_id)
+            .unwrap_or_else(|| panic!("the parent of {call:?} was not exported"));
+        assert_eq!(request.name, "proxy_request");
+        assert_eq!(request.attrs.get("mode").map(String::as_str), Some("call"));
+        assert!(
+            request.parent.is_empty(),
+            "a host request starts its trace: {request:?}"
+        );
+        let upstream = child(&spans, call, "upstream_request");
+        assert_eq!(upstream.len(), 1, "{upstream:#?}");
+        assert_eq!(upstream[0].attrs.get("method").map(String::as_str), Some("tools/call"));
+        assert_eq!(upstream[0].attrs.get("outcome").map(String::as_str), Some(outcome));
+        if tool == "echo" {
+            // The first call to each lazy server connected it, inside the same trace.
+            let connect = child(&spans, request, "connect");
+            assert_eq!(connect.len(), 1, "{server}: {connect:#?}");
+            assert_eq!(connect[0].attrs.get("server").map(String::as_str), Some(server));
+            assert_eq!(connect[0].attrs.get("outcome").map(String::as_str), Some("ok"));
+        }
+    }
+
+    let trace_file = sandbox.agent.join("pimcp/trace.jsonl");
+    let trace_text = std::fs::read_to_string(&trace_file).unwrap();
+    for server in ["fx", "web"] {
+        assert!(
+            trace_text.lines().any(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                v["server"] == server && v["method"] == "tools/call" && v["dir"] == "in"
+            }),
+            "no tools/call answer from {server} in the protocol trace"
+        );
+    }
+    let bodies = received.bodies.lock().unwrap();
+    let log = sandbox.log_text();
+    assert!(
+        log.contains("DEBUG"),
+        "PIMCP_LOG=debug produced no debug log to search:\n{log}"
+    );
+    for secret in SECRETS {
+        for body in bodies.iter() {
+            assert!(
+                !body.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{secret} in an OTLP export"
+            );
+        }
+        assert!(!trace_text.contains(secret), "{secret} in the protocol trace");
+        assert!(!log.contains(secret), "{secret} in the debug log:\n{log}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_endpoint_there_is_no_exporter() {
+    let sandbox = Sandbox::new(json!({ "fx": { "command": mcp_fixture::bin_path() } }));
+    let mcp = serve(&sandbox, &[]).await;
+    mcp.ok(json!({ "tool": "fx_echo", "args": { "text": "hi" } })).await;
+    let threads = thread_names(mcp.pid);
+    assert!(!threads.is_empty(), "cannot read the threads of pimcp-run");
+    assert!(
+        !threads.iter().any(|n| n.starts_with(BATCH_THREAD)),
+        "an exporter thread without an endpoint: {threads:?}"
+    );
+    mcp.close().await;
+    // The binary's `status` command exits normally with or without the variable set to an unreachable collector.
+    let mut cmd = sandbox.command(&["status", "--json"]);
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "500");
+    let out = support::run_to_end(cmd, Duration::from_secs(30)).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let snapshot: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(snapshot["schema"], "pimcp/status/v1");
+}
