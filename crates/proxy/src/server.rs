@@ -31,6 +31,7 @@ use rmcp::transport::IntoTransport;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::direct::{DirectTool, direct_tools};
 use crate::error::{Error, Result};
@@ -547,7 +548,14 @@ impl ServerHandler for ProxyServer {
         _ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<GetPromptResponse, ErrorData> {
         let _busy = Busy::new(&self.inner);
-        match self.inner.proxy.get_prompt(&request.name, request.arguments).await {
+        let span = tracing::info_span!("proxy_request", mode = "prompt");
+        match self
+            .inner
+            .proxy
+            .get_prompt(&request.name, request.arguments)
+            .instrument(span)
+            .await
+        {
             Ok(result) => Ok(GetPromptResponse::Complete(result)),
             Err(e) => Err(protocol_error(&e)),
         }
@@ -568,7 +576,8 @@ impl ServerHandler for ProxyServer {
         _ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<ReadResourceResponse, ErrorData> {
         let _busy = Busy::new(&self.inner);
-        match self.inner.proxy.read_resource(&request.uri).await {
+        let span = tracing::info_span!("proxy_request", mode = "resource");
+        match self.inner.proxy.read_resource(&request.uri).instrument(span).await {
             Ok(result) => Ok(ReadResourceResponse::Complete(result)),
             Err(e) if e.category == Category::UnknownTool => {
                 Err(ErrorData::resource_not_found(e.message.clone(), None))
@@ -601,10 +610,16 @@ impl ProxyServer {
         };
         let response = match target {
             Some(target) => {
-                self.inner
+                // The `mcp` tool's requests get their span in the façade; a direct tool's starts here.
+                let span = tracing::info_span!("proxy_request", mode = "direct", outcome = tracing::field::Empty);
+                let response = self
+                    .inner
                     .proxy
                     .call_resolved(&target, request.arguments.unwrap_or_default(), &call)
-                    .await
+                    .instrument(span.clone())
+                    .await;
+                span.record("outcome", response.category.map_or("ok", Category::as_str));
+                response
             }
             None => {
                 let mut error = ProxyError::new(Category::UnknownTool, format!("pimcp-run has no tool {name:?}."));
