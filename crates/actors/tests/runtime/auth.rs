@@ -398,3 +398,152 @@ fn capture_logs() -> Logs {
     });
     Logs(buffer.clone())
 }
+
+#[path = "../../../fixture/src/oauth/mod.rs"]
+mod fake_as;
+
+/// An in-process MCP server (one `echo` tool) behind the fixture's fake authorization server, which the test can
+/// make forget tokens mid-session.
+mod guarded {
+    use std::sync::Arc;
+
+    use axum::extract::Request;
+    use axum::middleware::Next;
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
+        ServerCapabilities, ServerConfig, Tool,
+    };
+    use rmcp::service::RequestContext;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+    use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+    use super::fake_as;
+
+    #[derive(Clone)]
+    struct Echo;
+
+    impl ServerHandler for Echo {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+
+        async fn list_tools(
+            &self,
+            _request: Option<PaginatedRequestParams>,
+            _context: RequestContext<RoleServer>,
+        ) -> Result<ListToolsResult, ErrorData> {
+            let schema = serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}});
+            let schema = schema.as_object().cloned().unwrap_or_default();
+            Ok(ListToolsResult::with_all_items(vec![Tool::new(
+                "echo",
+                "Echoes `text`.",
+                Arc::new(schema),
+            )]))
+        }
+
+        async fn call_tool(
+            &self,
+            request: CallToolRequestParams,
+            _context: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            let text = request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get("text"))
+                .and_then(|v| v.as_str())
+                .unwrap_or_default()
+                .to_owned();
+            Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+        }
+    }
+
+    /// Serves `/mcp` (tokens checked on every request) and the authorization server on one loopback origin.
+    pub async fn start() -> Arc<fake_as::FakeAs> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let fake = fake_as::FakeAs::new(base, fake_as::FakeAsConfig::default());
+        let service = StreamableHttpService::new(
+            || Ok(Echo),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let guard = fake.clone();
+        let app = axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn(move |request: Request, next: Next| {
+                let guard = guard.clone();
+                async move {
+                    match guard.check_bearer(request.headers()) {
+                        Some(refusal) => refusal,
+                        None => next.run(request).await,
+                    }
+                }
+            }))
+            .merge(fake_as::as_router(fake.clone()));
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        fake
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mid_session_a_revoked_access_token_is_refreshed_and_the_call_retried_once() {
+    let fake = guarded::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = json!({"mcpServers": {"web": {"url": fake.mcp_url(), "protocol": "legacy", "auth": "oauth"}}});
+    let store = Arc::new(MemoryStore::new());
+    let rt = Runtime::start(options(dir.path(), &config, &store)).await.unwrap();
+    login(&rt, "web").await;
+    assert_eq!(echo(&rt, "before").await.unwrap(), "before");
+    let refreshes = fake.token_requests("refresh_token").len();
+
+    fake.revoke_access_tokens();
+    assert_eq!(
+        echo(&rt, "after").await.unwrap(),
+        "after",
+        "refreshed and retried in the same session"
+    );
+    assert_eq!(
+        fake.token_requests("refresh_token").len(),
+        refreshes + 1,
+        "exactly one refresh"
+    );
+    assert_eq!(state_of(&rt, "web"), ServerState::Ready);
+
+    // Both tokens gone: the refresh is refused, the call fails with needs-auth and so does the server, the record
+    // stays; a new login brings it back.
+    let kept = store
+        .load(&StoreKey::new("web", fake.mcp_url()))
+        .await
+        .unwrap()
+        .unwrap();
+    fake.revoke_access_tokens();
+    fake.revoke_refresh_tokens();
+    let err = echo(&rt, "refused").await.unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::NeedsAuth, "{err}");
+    wait_until("needs-auth state", Duration::from_secs(10), || {
+        state_of(&rt, "web") == ServerState::NeedsAuth
+    })
+    .await;
+    let reason = rt.status().server("web").unwrap().reason.clone().unwrap();
+    assert!(reason.contains("invalid_grant"), "{reason}");
+    assert_eq!(
+        store
+            .load(&StoreKey::new("web", fake.mcp_url()))
+            .await
+            .unwrap()
+            .unwrap(),
+        kept
+    );
+    let refused = echo(&rt, "still").await.unwrap_err();
+    assert_eq!(
+        refused.category(),
+        ErrorCategory::NeedsAuth,
+        "calls are refused while logged out"
+    );
+    login(&rt, "web").await;
+    assert_eq!(state_of(&rt, "web"), ServerState::Ready);
+    assert_eq!(echo(&rt, "back").await.unwrap(), "back");
+}
