@@ -19,6 +19,13 @@ impl RuntimeHandle {
         self.oauth_server(server).await?.start().await
     }
 
+    /// Waits up to `timeout` for the pending login of `server` (see [`RuntimeHandle::auth_start`]) to finish,
+    /// whether by the browser's redirect to the loopback listener or by [`RuntimeHandle::auth_complete`]. Errors
+    /// with `NeedsAuth` when it failed, was abandoned or replaced, or did not finish in time.
+    pub async fn auth_wait(&self, server: &str, timeout: std::time::Duration) -> Result<()> {
+        self.oauth_server(server).await?.wait(timeout).await
+    }
+
     /// Completes the pending login of `server` with the redirect URL (or its query string, or the bare code),
     /// stores the tokens, then reconnects the server and returns once it is ready (an error then is the
     /// connect's; the login is stored either way).

@@ -550,6 +550,34 @@ impl ServerAuth {
         }
     }
 
+    /// Waits up to `timeout` for the pending login to finish (by the listener or a pasted redirect). `Ok` once it
+    /// stored tokens; `NeedsAuth` when it failed, was abandoned, timed out, or none is pending.
+    pub(crate) async fn wait(&self, timeout: std::time::Duration) -> Result<()> {
+        let pending = self.state().flow.as_ref().map(|f| f.done.subscribe());
+        let Some(mut done) = pending else {
+            return match self.state().current {
+                Some(_) => Ok(()),
+                None => Err(self.needs_auth_error()),
+            };
+        };
+        let outcome = match tokio::time::timeout(timeout, done.wait_for(Option::is_some)).await {
+            Ok(Ok(value)) => value.clone(),
+            Ok(Err(_)) => Some(Err("the login was abandoned".into())),
+            Err(_) => Some(Err(format!(
+                "the login did not finish within {}",
+                crate::error::fmt_duration(timeout)
+            ))),
+        };
+        match outcome {
+            Some(Ok(())) => Ok(()),
+            Some(Err(detail)) => Err(Error::NeedsAuth {
+                server: self.name.clone(),
+                detail,
+            }),
+            None => Err(self.not_logged_in()),
+        }
+    }
+
     /// Start a login: bind the callback listener, run discovery/registration, open the browser (best effort).
     /// Replaces a pending login of this server.
     pub(crate) async fn start(self: &Arc<Self>) -> Result<AuthorizationStart> {

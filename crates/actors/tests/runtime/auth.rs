@@ -174,12 +174,16 @@ async fn the_loopback_listener_completes_the_login_and_the_server_reconnects() {
     let s = setup(json!({"auth": "oauth"}), json!({}), false).await;
     let err = s.rt.connect("web").await.unwrap_err();
     assert_eq!(err.category(), ErrorCategory::NeedsAuth, "{err}");
+    let nothing_pending = s.rt.auth_wait("web", Duration::from_secs(1)).await.unwrap_err();
+    assert_eq!(nothing_pending.category(), ErrorCategory::NeedsAuth);
     let start = s.rt.auth_start("web").await.unwrap();
     let redirect = authorize(&start.url).await;
     assert!(redirect.starts_with("http://127.0.0.1:"), "{redirect}");
     // What the browser does next: land on the loopback listener.
     let page = reqwest::get(&redirect).await.unwrap();
     assert_eq!(page.status(), 200);
+    s.rt.auth_wait("web", Duration::from_secs(30)).await.unwrap();
+    assert!(s.rt.auth_status().await.unwrap().server("web").unwrap().logged_in);
     wait_until("ready after the login", Duration::from_secs(30), || {
         state_of(&s.rt, "web") == ServerState::Ready
     })
