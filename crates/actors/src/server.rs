@@ -1276,6 +1276,7 @@ fn connect_outcome(result: &std::result::Result<Box<Established>, ConnectFailure
         Err(ConnectFailure::Connect(ConnectError::Config { .. } | ConnectError::Secret { .. })) => "config",
         Err(ConnectFailure::Connect(ConnectError::StartupTimeout { .. })) => "timeout",
         Err(ConnectFailure::Connect(ConnectError::Cancelled { .. })) => "cancelled",
+        Err(ConnectFailure::Auth(e)) => e.category().as_str(),
         Err(_) => "connection",
     }
 }
