@@ -335,3 +335,169 @@ async fn without_an_endpoint_there_is_no_exporter() {
     let snapshot: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(snapshot["schema"], "pimcp/status/v1");
 }
+
+/// `pimcp-run status --watch …` in the sandbox with stdout piped.
+fn watch_command(sandbox: &Sandbox, args: &[&str]) -> tokio::process::Child {
+    let mut full = vec!["status", "--watch"];
+    full.extend_from_slice(args);
+    let mut cmd = sandbox.command(&full);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    cmd.spawn().unwrap()
+}
+
+/// Reads lines until one satisfies `done`; returns everything read. Fails the test after `deadline`.
+async fn read_until(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    deadline: Duration,
+    mut done: impl FnMut(&str) -> bool,
+) -> Vec<String> {
+    let mut seen = Vec::new();
+    let outcome = tokio::time::timeout(deadline, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let hit = done(&line);
+            seen.push(line);
+            if hit {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(
+        matches!(outcome, Ok(true)),
+        "not seen within {deadline:?}; got {seen:#?}"
+    );
+    seen
+}
+
+/// Ctrl-C for a process: SIGINT.
+fn interrupt(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_prints_one_line_per_change_and_stops_on_ctrl_c() {
+    use tokio::io::AsyncBufReadExt as _;
+    let scratch = tempfile::tempdir().unwrap();
+    let pid_file = scratch.path().join("fx.pid");
+    let sandbox = Sandbox::new(json!({
+        "fx": { "command": mcp_fixture::bin_path(), "args": ["--pid-file", pid_file], "lifecycle": "eager" },
+        "lazy": { "command": mcp_fixture::bin_path() },
+    }));
+    let mut child = watch_command(&sandbox, &[]);
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let seen = read_until(&mut lines, Duration::from_secs(30), |l| {
+        l.contains(" fx ready (") && l.contains("tools)")
+    })
+    .await;
+    assert!(seen.iter().any(|l| l.ends_with(" lazy cached")), "{seen:#?}");
+    assert!(seen.iter().any(|l| l.contains(" fx connecting")), "{seen:#?}");
+    assert!(
+        seen.iter().all(|l| l.len() > 21 && l.as_bytes()[10] == b'T'),
+        "timestamped: {seen:#?}"
+    );
+    let server_pid: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert!(pid_alive(server_pid));
+
+    interrupt(child.id().unwrap());
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("status --watch did not stop on SIGINT")
+        .unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(!pid_alive(server_pid), "the eager server outlived status --watch");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_json_streams_the_snapshot_then_events() {
+    use tokio::io::AsyncBufReadExt as _;
+    let sandbox = Sandbox::new(json!({ "fx": { "command": mcp_fixture::bin_path() } }));
+    let mut child = watch_command(&sandbox, &["--json", "--connect"]);
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let seen = read_until(&mut lines, Duration::from_secs(30), |l| {
+        let v: Value = serde_json::from_str(l).unwrap();
+        v["event"] == "state" && v["server"] == "fx" && v["state"]["state"] == "ready"
+    })
+    .await;
+    let first: Value = serde_json::from_str(&seen[0]).unwrap();
+    assert_eq!(first["schema"], "pimcp/status/v1");
+    assert_eq!(first["servers"][0]["name"], "fx");
+    for line in &seen[1..] {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert!(v["event"].is_string() && v["atMs"].is_u64(), "{line}");
+    }
+    interrupt(child.id().unwrap());
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.code(), Some(130));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_redraws_the_table_on_a_terminal() {
+    use tokio::io::AsyncWriteExt as _;
+    let sandbox = Sandbox::new(json!({ "fx": { "command": mcp_fixture::bin_path(), "lifecycle": "eager" } }));
+    // `script` gives pimcp-run a terminal; ^C written to it reaches pimcp-run as SIGINT, as at a keyboard.
+    let inner = format!(
+        "exec {} --config {} status --watch",
+        support::pimcp_run().display(),
+        sandbox.config.display()
+    );
+    let mut cmd = tokio::process::Command::new("script");
+    cmd.args(["-qefc", &inner, "/dev/null"])
+        .env_clear()
+        .env("TERM", "xterm")
+        .current_dir(&sandbox.dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    for (key, value) in sandbox.env() {
+        cmd.env(key, value);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let screen = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let reader = {
+        let screen = screen.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncReadExt as _;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                screen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let text = || String::from_utf8_lossy(&screen.lock().unwrap()).into_owned();
+    // Two frames at least: the first one (connecting) and a redraw once the server is ready.
+    assert!(
+        eventually(Duration::from_secs(30), async || {
+            let t = text();
+            t.matches("\x1b[H\x1b[2J").count() >= 2 && t.contains("✓ ready")
+        })
+        .await,
+        "no redrawn table: {:?}",
+        text()
+    );
+    assert!(text().contains("SERVER") && text().contains("pimcp-run status --watch"));
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"\x03").await.unwrap();
+    stdin.flush().await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("status --watch did not stop on ^C")
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{:?}", text());
+    let _ = reader.await;
+}

@@ -14,6 +14,7 @@ mod search;
 mod session;
 mod status;
 mod trust;
+mod watch;
 
 use std::path::PathBuf;
 

@@ -20,9 +20,16 @@ pub(crate) struct StatusArgs {
     /// Machine-readable output (the `pimcp/status/v1` snapshot).
     #[arg(long)]
     pub json: bool,
+    /// Keep running and show every change (redrawn on a terminal, one line per change otherwise, JSON lines with
+    /// --json) until Ctrl-C.
+    #[arg(long)]
+    pub watch: bool,
 }
 
 pub(crate) fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
+    if args.watch {
+        return super::watch::run(ctx, args);
+    }
     block_on(with_session(ctx, SessionOptions { progress: true }, async |session| {
         let failed = if args.connect {
             session
