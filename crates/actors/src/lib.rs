@@ -39,6 +39,6 @@ pub use runtime::{CONTROL_REPLY_SLACK, Runtime, RuntimeHandle, RuntimeOptions, S
 pub use status::{RuntimeEvent, ServerState, ServerStatus, StatusSnapshot};
 pub use trace::{
     DEFAULT_TRACE_MAX_BYTES, Direction, MIN_TRACE_MAX_BYTES, MessageKind, ProtocolTrace, TRACE_FILE_NAME,
-    TRACE_VERSION, TraceLine, TraceSink, TracedTransport, trace_enabled,
+    TRACE_VERSION, TraceLine, TraceSink, trace_enabled,
 };
 pub use transport::{ConnectError, ConnectSpec, Connection, Era, connect, default_http_client};

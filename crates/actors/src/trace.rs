@@ -541,7 +541,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 /// A client transport that records every message it carries (when it has a recorder) and otherwise just passes
 /// them through.
-pub struct TracedTransport<T> {
+pub(crate) struct TracedTransport<T> {
     inner: T,
     trace: Option<ConnTrace>,
 }
