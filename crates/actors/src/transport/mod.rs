@@ -5,6 +5,7 @@
 //! API boundary: the server actor builds a [`ConnectSpec`] per attempt and gets back a [`Connection`] (or a
 //! [`ConnectError`] that says what happened, never a secret). Closing is [`Connection::close`], bounded.
 
+mod cancel_on_close;
 mod error;
 mod handshake;
 mod http;
@@ -150,7 +151,8 @@ impl<H: ClientHandler> Connection<H> {
     /// SIGKILL the group, sweep leftovers, reap. HTTP: end the session (DELETE) within `grace` (at least 1 s).
     pub async fn close(self, grace: Duration) -> CloseOutcome {
         let Connection { client, child, .. } = self;
-        // Cancelling the service drops the transport: for stdio that closes the child's stdin.
+        // Cancelling the service closes the transport: for stdio, requests still open (a 2026-07-28
+        // `subscriptions/listen` stream above all) are cancelled first, then the child's stdin is closed.
         let _ = tokio::time::timeout(grace.max(Duration::from_secs(1)), client.cancel()).await;
         match child {
             Some(mut child) => CloseOutcome::Process(child.shutdown(grace).await),

@@ -8,6 +8,7 @@ use pimcp_config::StdioTransport;
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt as _};
 use tokio::time::Instant;
 
+use super::cancel_on_close::CancelOnClose;
 use super::handshake::{self, Abort};
 use super::secrets::{self, Redactor};
 use super::{ConnectError, ConnectSpec, Connection, TransportKind};
@@ -176,11 +177,12 @@ async fn attempt<H: ClientHandler>(
     let shimmed = child.is_shimmed();
     tracing::debug!(server = %name, pid, shimmed, "spawned stdio server");
 
-    let transport = crate::trace::traced(
+    // Outside the trace, so the cancellations sent at close are traced too.
+    let transport = CancelOnClose::new(crate::trace::traced(
         (spawned.stdout, spawned.stdin),
         spec.trace.as_ref(),
         TransportKind::Stdio,
-    );
+    ));
     let handshake_fut = handler.serve_with_lifecycle(transport, lifecycle);
     enum Step<T> {
         Done(T),

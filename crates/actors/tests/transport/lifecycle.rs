@@ -354,3 +354,37 @@ fn the_shim_exits_with_the_server_code_and_refuses_a_dead_parent() {
         .unwrap();
     assert_eq!(status.code(), Some(127));
 }
+
+/// A 2026-07-28 `subscriptions/listen` stream never ends by itself: unless the close cancels it, an rmcp server keeps
+/// running for its 5 s drain after stdin EOF and the close has to fall through to SIGTERM. Legacy era alike.
+#[tokio::test]
+async fn closing_stdio_cancels_open_requests_and_the_server_exits_on_eof() {
+    use pimcp_config::ProtocolMode;
+    for protocol in [ProtocolMode::Stateless20260728, ProtocolMode::Legacy] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("events");
+        let mut server = stdio_server("close", &["--event-log", log.to_str().unwrap()]);
+        server.protocol = protocol;
+        let conn = pimcp_actors::transport::connect(spec(server, dir.path()), ())
+            .await
+            .unwrap();
+        let subscription = if protocol == ProtocolMode::Stateless20260728 {
+            let filter = rmcp::model::SubscriptionFilter::builder().tools_list_changed().build();
+            Some(conn.client.peer().listen(filter).await.unwrap())
+        } else {
+            None
+        };
+        // A round trip after the acknowledgment, so the server is past setting the stream up.
+        let _ = whoami(&conn, None).await;
+        let outcome = conn.close(Duration::from_secs(2)).await;
+        drop(subscription);
+        let events = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(
+            outcome,
+            CloseOutcome::Process(ShutdownOutcome::Exited),
+            "{protocol:?}: {events}"
+        );
+        assert!(events.contains(r#""event":"exit""#), "{protocol:?}: {events}");
+        assert!(!events.contains(r#""event":"signal""#), "{protocol:?}: {events}");
+    }
+}
