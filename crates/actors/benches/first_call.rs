@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use pimcp_actors::{CallOptions, MetadataCache};
+use pimcp_actors::{CallOptions, MetadataCache, RuntimeEvent, ServerState, ShimMode};
 use serde_json::json;
 
 #[path = "support/mod.rs"]
@@ -26,17 +26,47 @@ fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// One runtime repetition in `dir`: (start returned, first echo answered), both from before `Runtime::start`.
-async fn runtime_rep(dir: &Path) -> anyhow::Result<(Duration, Duration)> {
+/// One runtime repetition's timeline, all from before `Runtime::start`.
+#[derive(Default)]
+struct Timeline {
+    started: Vec<Duration>,
+    /// The server's `ready` state event was received.
+    ready: Vec<Duration>,
+    answered: Vec<Duration>,
+}
+
+/// One runtime repetition in `dir` (the guardian shim on or off), appended to `out`.
+async fn runtime_rep(dir: &Path, shim: bool, out: &mut Timeline) -> anyhow::Result<()> {
     let t = Instant::now();
-    let runtime = start_runtime(dir, json!({ "fx": server_entry(&[]) })).await?;
+    let runtime = start_runtime_with(dir, json!({ "fx": server_entry(&[]) }), |o| {
+        if !shim {
+            o.process.shim = ShimMode::Disabled;
+        }
+    })
+    .await?;
     let started = t.elapsed();
-    let out = runtime.call("fx_echo", echo_args("first"), CallOptions::default()).await?;
+    let mut events = runtime.events();
+    let watcher = tokio::spawn(async move {
+        while let Ok(event) = events.recv().await {
+            if matches!(&event, RuntimeEvent::State { state: ServerState::Ready, .. }) {
+                return Some(t.elapsed());
+            }
+        }
+        None
+    });
+    let answer = runtime.call("fx_echo", echo_args("first"), CallOptions::default()).await?;
     let answered = t.elapsed();
-    anyhow::ensure!(out.text() == "first", "runtime echo answered {:?}", out.text());
+    anyhow::ensure!(answer.text() == "first", "runtime echo answered {:?}", answer.text());
+    let ready = tokio::time::timeout(Duration::from_secs(5), watcher)
+        .await
+        .context("no ready event")??
+        .context("event stream closed before ready")?;
     let report = runtime.shutdown(Duration::from_secs(10)).await;
     anyhow::ensure!(report.graceful, "runtime shutdown was not graceful: {report:?}");
-    Ok((started, answered))
+    out.started.push(started);
+    out.ready.push(ready);
+    out.answered.push(answered);
+    Ok(())
 }
 
 /// One bare repetition: (spawn + handshake, + first echo).
@@ -56,33 +86,26 @@ async fn main() -> anyhow::Result<()> {
     let reps = env_usize("PIMCP_BENCH_REPS", 30);
     let warm_dir = tempfile::tempdir()?;
     // Fill the warm cache the way a user's first run does, then check the runtime wrote the entry.
-    runtime_rep(warm_dir.path()).await?;
+    runtime_rep(warm_dir.path(), true, &mut Timeline::default()).await?;
     let cache = MetadataCache::in_agent_dir(&warm_dir.path().join("agent"));
     wait_until("the fx cache entry", Duration::from_secs(10), || {
         cache.load().servers.contains_key("fx")
     })
     .await?;
     // One untimed round of each to warm the page cache and the binaries.
-    runtime_rep(tempfile::tempdir()?.path()).await?;
+    runtime_rep(tempfile::tempdir()?.path(), true, &mut Timeline::default()).await?;
     bare_rep().await?;
 
-    let mut cold = (Vec::new(), Vec::new());
-    let mut warm = (Vec::new(), Vec::new());
+    let mut cold = Timeline::default();
+    let mut warm = Timeline::default();
+    let mut no_shim = Timeline::default();
     let mut bare = (Vec::new(), Vec::new());
     for rep in 0..reps {
-        for i in 0..3 {
-            match (i + rep) % 3 {
-                0 => {
-                    let dir = tempfile::tempdir()?;
-                    let (s, a) = runtime_rep(dir.path()).await?;
-                    cold.0.push(s);
-                    cold.1.push(a);
-                }
-                1 => {
-                    let (s, a) = runtime_rep(warm_dir.path()).await?;
-                    warm.0.push(s);
-                    warm.1.push(a);
-                }
+        for i in 0..4 {
+            match (i + rep) % 4 {
+                0 => runtime_rep(tempfile::tempdir()?.path(), true, &mut cold).await?,
+                1 => runtime_rep(warm_dir.path(), true, &mut warm).await?,
+                2 => runtime_rep(tempfile::tempdir()?.path(), false, &mut no_shim).await?,
                 _ => {
                     let (c, a) = bare_rep().await?;
                     bare.0.push(c);
@@ -100,23 +123,27 @@ async fn main() -> anyhow::Result<()> {
         fixture().display()
     );
     println!();
-    println!("| variant | `Runtime::start` returned ms (median) | connected ms (median, p90) | first `echo` answered ms (median, p90) |");
+    println!(
+        "| variant | `Runtime::start` returned ms (median) | connected ms (median, p90) | first `echo` answered ms \
+         (median, p90) |"
+    );
     println!("| --- | ---: | ---: | ---: |");
-    let c = (summarize(&cold.0), summarize(&cold.1));
-    let w = (summarize(&warm.0), summarize(&warm.1));
+    let row = |name: &str, tl: &Timeline| {
+        let (s, r, a) = (summarize(&tl.started), summarize(&tl.ready), summarize(&tl.answered));
+        println!(
+            "| {name} | {} | {}, {} | {}, {} |",
+            ms(s.median),
+            ms(r.median),
+            ms(r.p90),
+            ms(a.median),
+            ms(a.p90)
+        );
+        a
+    };
+    let c = row("runtime, no cache (connect + discover + call)", &cold);
+    let w = row("runtime, warm cache (connect + call)", &warm);
+    let n = row("runtime, no cache, guardian shim disabled (diagnostic)", &no_shim);
     let b = (summarize(&bare.0), summarize(&bare.1));
-    println!(
-        "| runtime, no cache (connect + discover + call) | {} | — | {}, {} |",
-        ms(c.0.median),
-        ms(c.1.median),
-        ms(c.1.p90)
-    );
-    println!(
-        "| runtime, warm cache (connect + call) | {} | — | {}, {} |",
-        ms(w.0.median),
-        ms(w.1.median),
-        ms(w.1.p90)
-    );
     println!(
         "| bare rmcp: spawn + handshake, then call | — | {}, {} | {}, {} |",
         ms(b.0.median),
@@ -125,15 +152,19 @@ async fn main() -> anyhow::Result<()> {
         ms(b.1.p90)
     );
     println!();
+    println!("runtime `connected` = the server's `ready` state event was received (discovery done when there is no cache).");
+    let ratio = |x: Duration, y: Duration| x.as_secs_f64() / y.as_secs_f64();
     println!(
-        "runtime over bare first call (medians): no cache +{} ms ({:.2}x), warm cache +{} ms ({:.2}x); over bare \
-         spawn + handshake: no cache {:.2}x, warm cache {:.2}x",
-        ms(c.1.median.saturating_sub(b.1.median)),
-        c.1.median.as_secs_f64() / b.1.median.as_secs_f64(),
-        ms(w.1.median.saturating_sub(b.1.median)),
-        w.1.median.as_secs_f64() / b.1.median.as_secs_f64(),
-        c.1.median.as_secs_f64() / b.0.median.as_secs_f64(),
-        w.1.median.as_secs_f64() / b.0.median.as_secs_f64()
+        "first call, runtime over bare (medians): no cache +{} ms ({:.2}x), warm cache +{} ms ({:.2}x), no shim +{} ms \
+         ({:.2}x); runtime first call over bare spawn + handshake: no cache {:.2}x, warm cache {:.2}x",
+        ms(c.median.saturating_sub(b.1.median)),
+        ratio(c.median, b.1.median),
+        ms(w.median.saturating_sub(b.1.median)),
+        ratio(w.median, b.1.median),
+        ms(n.median.saturating_sub(b.1.median)),
+        ratio(n.median, b.1.median),
+        ratio(c.median, b.0.median),
+        ratio(w.median, b.0.median)
     );
     Ok(())
 }

@@ -77,10 +77,19 @@ pub fn server_entry(args: &[String]) -> Value {
 
 /// Starts a runtime over `servers` (an `mcpServers` object) with its agent and data dirs under `dir`.
 pub async fn start_runtime(dir: &Path, servers: Value) -> anyhow::Result<Runtime> {
+    start_runtime_with(dir, servers, |_| {}).await
+}
+
+/// [`start_runtime`] with `tweak` applied to the options first.
+pub async fn start_runtime_with(
+    dir: &Path,
+    servers: Value,
+    tweak: impl FnOnce(&mut RuntimeOptions),
+) -> anyhow::Result<Runtime> {
     let config = load_config(dir, &json!({ "mcpServers": servers }));
-    Runtime::start(RuntimeOptions::new(config, dir.join("agent"), dir.join("data")))
-        .await
-        .context("starting the runtime")
+    let mut opts = RuntimeOptions::new(config, dir.join("agent"), dir.join("data"));
+    tweak(&mut opts);
+    Runtime::start(opts).await.context("starting the runtime")
 }
 
 /// `load_in_memory` with both the home and project directory at `dir` (as the example does).
