@@ -2,6 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "all/auth.rs"]
+mod auth;
 #[path = "all/commands.rs"]
 mod commands;
 #[path = "all/editing.rs"]

@@ -2,6 +2,7 @@
 //! global flags, the in-process runtime session (`session`), and the mapping from failures to exit codes and
 //! `--json` error objects. New families add a variant to [`Command`] and a module here.
 
+mod auth;
 mod call;
 mod config;
 mod connect;
@@ -25,6 +26,9 @@ use crate::{Cli, EXIT_FAILED, EXIT_USAGE};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// OAuth logins of HTTP servers: `auth login|complete|logout|status`.
+    #[command(subcommand)]
+    Auth(auth::AuthCommand),
     /// Show, check, describe or preview the configuration.
     #[command(subcommand)]
     Config(config::ConfigCommand),
@@ -58,6 +62,7 @@ impl Command {
     /// Whether the command was asked for machine-readable output (failures are then reported as JSON too).
     pub(crate) fn json(&self) -> bool {
         match self {
+            Command::Auth(c) => c.json(),
             Command::Status(a) => a.json,
             Command::Search(a) => a.json,
             Command::Describe(a) => a.json,
@@ -101,6 +106,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
     let ctx = Ctx::new(&cli);
     match cli.command {
         None => launch::run(&ctx),
+        Some(Command::Auth(command)) => auth::run(&ctx, command),
         Some(Command::Config(command)) => config::run(&ctx, command),
         Some(Command::Init(args)) => init::run(&ctx, args),
         Some(Command::Trust(args)) => trust::run(&ctx, args),
