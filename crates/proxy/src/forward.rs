@@ -227,7 +227,11 @@ impl HostBridge {
     /// another session).
     fn route(&self, server: &str, need: Need) -> Result<Option<Peer<RoleServer>>, ()> {
         let callers: Vec<Peer<RoleServer>> = {
-            let calls = self.inner.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let calls = self
+                .inner
+                .calls
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             calls
                 .iter()
                 .rev()
@@ -246,7 +250,11 @@ impl HostBridge {
 
     /// The session of the oldest call of `tool` on `server` not yet matched to an approval (claimed by this).
     fn claim_approval(&self, server: &str, tool: &str) -> Option<Peer<RoleServer>> {
-        let mut calls = self.inner.calls.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut calls = self
+            .inner
+            .calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let call = calls
             .iter_mut()
             .find(|c| !c.approval_claimed && c.server == server && c.tool == tool)?;
@@ -256,7 +264,11 @@ impl HostBridge {
 
     fn allowed_for_session(&self, peer: &Peer<RoleServer>, server: &str, tool: &str) -> bool {
         let key = (server.to_owned(), tool.to_owned());
-        let allowed = self.inner.allowed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let allowed = self
+            .inner
+            .allowed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         allowed
             .iter()
             .any(|a| same_session(&a.peer, peer) && a.tools.contains(&key))
@@ -267,7 +279,11 @@ impl HostBridge {
             return;
         };
         let key = (server.to_owned(), tool.to_owned());
-        let mut allowed = self.inner.allowed.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut allowed = self
+            .inner
+            .allowed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         allowed.retain(|a| !a.peer.is_transport_closed());
         if let Some(entry) = allowed.iter_mut().find(|a| Arc::ptr_eq(&a.info, &info)) {
             entry.tools.insert(key);

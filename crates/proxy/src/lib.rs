@@ -23,6 +23,11 @@ mod text;
 mod tool_def;
 mod validate;
 
+pub use self::http::{
+    AttachOptions, AuthToken, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_REQUESTS_PER_SESSION, DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_IDLE, HttpOptions, LOOPBACK_HOSTS, MCP_PATH, STATUS_PATH, STATUS_SCHEMA, attach_stdio,
+    attach_transport, bind, run_http, serve_http,
+};
 pub use approval::{APPROVAL_ARGS_PREVIEW_CHARS, APPROVAL_TIMEOUT, approval_elicitation};
 pub use describe::{describe_text, tool_ambiguous, tool_not_found};
 pub use direct::{DirectTool, NO_DESCRIPTION, direct_tools};
@@ -34,11 +39,6 @@ pub use facade::{
 pub use forward::{ELICITATION_TIMEOUT, HostBridge, ROOTS_TIMEOUT, SAMPLING_TIMEOUT};
 pub use guard::{
     DEFAULT_SPILL_BUDGET_BYTES, GuardReport, Guarded, MAX_BLOB_BYTES, SPILL_DIR_PREFIX, SpillDir, apply_guard,
-};
-pub use self::http::{
-    AttachOptions, AuthToken, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_REQUESTS_PER_SESSION, DEFAULT_MAX_SESSIONS,
-    DEFAULT_SESSION_IDLE, HttpOptions, LOOPBACK_HOSTS, MCP_PATH, STATUS_PATH, STATUS_SCHEMA, attach_stdio, bind,
-    run_http, serve_http,
 };
 pub use render::{Binary, BinaryKind, EMPTY_ERROR, EMPTY_RESULT, Piece, Rendered, human_bytes, render_call_result};
 pub use request::{PARAMS, ProxyRequest, parse_request};

@@ -46,6 +46,8 @@ pub const DEFAULT_SHUTDOWN_BOUND: Duration = Duration::from_secs(5);
 pub const DEFAULT_DRAIN_BOUND: Duration = Duration::from_secs(10);
 /// Runtime shutdown bound after a second signal: servers are killed rather than closed.
 pub const IMMEDIATE_SHUTDOWN_BOUND: Duration = Duration::from_millis(200);
+/// After a drain on stdio, time for the last answers to be written before the session is cancelled.
+const STDIO_SETTLE: Duration = Duration::from_millis(100);
 /// Quiet time after a catalog change before the surface is recomputed (coalesces `list_changed` storms).
 pub const SURFACE_DEBOUNCE: Duration = Duration::from_millis(50);
 /// The name `pimcp-run` reports in `serverInfo`.
@@ -514,8 +516,11 @@ impl ServerHandler for ProxyServer {
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
         if self.is_draining() {
-            let error = ProxyError::new(Category::Connection, "pimcp-run is shutting down; the call was not made.")
-                .with_hint("Retry once pimcp-run is back.");
+            let error = ProxyError::new(
+                Category::Connection,
+                "pimcp-run is shutting down; the call was not made.",
+            )
+            .with_hint("Retry once pimcp-run is back.");
             return Ok(crate::facade::ProxyResponse::from(error).result.into());
         }
         let _busy = Busy::new(&self.inner);
@@ -689,7 +694,10 @@ pub async fn serve_stdio(
     let signals = ShutdownSignals::watch(options.shutdown.clone());
     let reloads = options.reload.clone().map(|reload| spawn_reload_watch(proxy, reload));
     let serving = serve(server.clone(), (stdin_pipe(), tokio::io::stdout()), cancel.clone());
-    let (served, immediate) = run_until_shutdown(&server, serving, &signals, &cancel, options.drain_bound).await;
+    // Answers of drained calls are written by the service loop right after the handlers return.
+    let settle = tokio::time::sleep(STDIO_SETTLE);
+    let (served, immediate) =
+        run_until_shutdown(&server, serving, &signals, &cancel, options.drain_bound, settle).await;
     if let Err(e) = &served {
         tracing::error!(error = %e, "stdio session failed");
     }
@@ -756,17 +764,19 @@ impl ShutdownSignals {
 }
 
 /// Drives `serving` until it ends by itself, or a shutdown is requested: then new calls are refused, calls in
-/// flight get up to `drain_bound` (less if a second request comes), and `cancel` ends the serving. Returns the
-/// serving's outcome and whether the shutdown must be immediate.
-pub(crate) async fn run_until_shutdown<F>(
+/// flight get up to `drain_bound` (less if a second request comes), `settle` lets their answers reach the hosts,
+/// and `cancel` ends the serving. Returns the serving's outcome and whether the shutdown must be immediate.
+pub(crate) async fn run_until_shutdown<F, S>(
     server: &ProxyServer,
     serving: F,
     signals: &ShutdownSignals,
     cancel: &CancellationToken,
     drain_bound: Duration,
+    settle: S,
 ) -> (Result<()>, bool)
 where
     F: std::future::Future<Output = Result<()>>,
+    S: std::future::Future<Output = ()>,
 {
     tokio::pin!(serving);
     tokio::select! {
@@ -776,17 +786,30 @@ where
     server.begin_drain();
     let in_flight = server.in_flight();
     if in_flight > 0 {
-        tracing::info!(in_flight, bound_ms = drain_bound.as_millis() as u64, "waiting for calls in flight");
+        tracing::info!(
+            in_flight,
+            bound_ms = drain_bound.as_millis() as u64,
+            "waiting for calls in flight"
+        );
     }
     let mut served = None;
+    let mut drained = false;
     tokio::select! {
         r = &mut serving => served = Some(r),
-        drained = server.drain(drain_bound) => {
-            if !drained {
+        done = server.drain(drain_bound) => {
+            drained = done;
+            if !done {
                 tracing::warn!(in_flight = server.in_flight(), "calls still in flight after the drain bound; cancelling them");
             }
         }
         _ = signals.immediate.cancelled() => {}
+    }
+    if drained && served.is_none() {
+        tokio::select! {
+            r = &mut serving => served = Some(r),
+            () = settle => {}
+            _ = signals.immediate.cancelled() => {}
+        }
     }
     cancel.cancel();
     let served = match served {
@@ -804,7 +827,11 @@ pub(crate) async fn shutdown_runtime(
     bound: Duration,
     immediate: bool,
 ) -> ShutdownReport {
-    let bound = if immediate { IMMEDIATE_SHUTDOWN_BOUND.min(bound) } else { bound };
+    let bound = if immediate {
+        IMMEDIATE_SHUTDOWN_BOUND.min(bound)
+    } else {
+        bound
+    };
     let shutdown = runtime.shutdown(bound);
     tokio::pin!(shutdown);
     let report = tokio::select! {

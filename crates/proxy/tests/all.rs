@@ -14,6 +14,8 @@ mod calls;
 mod direct;
 #[path = "all/forwarding.rs"]
 mod forwarding;
+#[path = "all/http_serve.rs"]
+mod http_serve;
 #[path = "all/modes.rs"]
 mod modes;
 #[path = "all/protocol.rs"]

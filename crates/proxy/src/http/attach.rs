@@ -51,11 +51,11 @@ impl AttachOptions {
 /// connection (an error).
 pub async fn attach_stdio(options: AttachOptions) -> Result<()> {
     let host = (stdin_pipe(), tokio::io::stdout());
-    relay(host, options).await
+    attach_transport(host, options).await
 }
 
 /// The relay over any host-side transport (tests use an in-memory pipe).
-pub async fn relay<T, E, A>(host: T, options: AttachOptions) -> Result<()>
+pub async fn attach_transport<T, E, A>(host: T, options: AttachOptions) -> Result<()>
 where
     T: IntoTransport<RoleServer, E, A>,
     E: std::error::Error + Send + Sync + 'static,

@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
@@ -100,7 +102,10 @@ struct HostRule {
 }
 
 fn normalize_host(host: &str) -> String {
-    host.trim().trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase()
+    host.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase()
 }
 
 fn parse_rule(entry: &str) -> Option<HostRule> {
@@ -135,6 +140,33 @@ pub(crate) struct Guard {
     slots: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// Requests without a session (2026-07-28) share these.
     stateless: Arc<Semaphore>,
+    /// MCP responses whose body is still being sent.
+    sending: Arc<Sending>,
+}
+
+/// Counts response bodies being sent; notified when the count drops to zero.
+#[derive(Default)]
+struct Sending {
+    count: AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+/// One response body being sent.
+struct SendingGuard(Arc<Sending>);
+
+impl SendingGuard {
+    fn new(sending: &Arc<Sending>) -> SendingGuard {
+        sending.count.fetch_add(1, Ordering::SeqCst);
+        SendingGuard(sending.clone())
+    }
+}
+
+impl Drop for SendingGuard {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
 }
 
 impl Guard {
@@ -173,7 +205,22 @@ impl Guard {
             stateless: Arc::new(Semaphore::new(
                 http.max_sessions.max(1) * http.max_requests_per_session.max(1),
             )),
+            sending: Arc::default(),
         }
+    }
+
+    /// Waits until every MCP response that passed the guards has been sent (or dropped), at most `bound`.
+    pub(crate) async fn responses_sent(&self, bound: Duration) {
+        let all_sent = async {
+            loop {
+                let notified = self.sending.idle.notified();
+                if self.sending.count.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(bound, all_sent).await;
     }
 
     /// The same host list for rmcp's own check, or `None` when any host is accepted.
@@ -280,10 +327,14 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
         return plain(StatusCode::FORBIDDEN, "Forbidden: Origin header is not allowed");
     }
     if !guard.authorized(&request) {
-        let mut response = plain(StatusCode::UNAUTHORIZED, "Unauthorized: a valid bearer token is required");
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"pimcp\""));
+        let mut response = plain(
+            StatusCode::UNAUTHORIZED,
+            "Unauthorized: a valid bearer token is required",
+        );
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"pimcp\""),
+        );
         return response;
     }
     if state.server.is_draining() && request.method() != Method::DELETE {
@@ -317,7 +368,8 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
         let Ok(permit) = guard.session_slot(&id).try_acquire_owned() else {
             return busy(guard.per_session, "session");
         };
-        return hold(next.run(request).await, permit);
+        let sending = SendingGuard::new(&guard.sending);
+        return hold(next.run(request).await, (permit, sending));
     }
     // No session: an `initialize` (a new session) or a stateless 2026-07-28 request. Look at the method.
     let (parts, body) = request.into_parts();
@@ -342,8 +394,15 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
             .collect();
         guard.forget_sessions_except(&live);
         if live.len() >= guard.max_sessions {
-            tracing::warn!(sessions = live.len(), "refused a new session: the session cap is reached");
-            let id = message.as_ref().and_then(|m| m.get("id")).cloned().unwrap_or(Value::Null);
+            tracing::warn!(
+                sessions = live.len(),
+                "refused a new session: the session cap is reached"
+            );
+            let id = message
+                .as_ref()
+                .and_then(|m| m.get("id"))
+                .cloned()
+                .unwrap_or(Value::Null);
             let body = serde_json::json!({
                 "jsonrpc": "2.0",
                 "id": id,
@@ -361,13 +420,17 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
         return next.run(request).await;
     }
     let Ok(permit) = guard.stateless.clone().try_acquire_owned() else {
-        return busy(guard.per_session * guard.max_sessions, "server (requests without a session)");
+        return busy(
+            guard.per_session * guard.max_sessions,
+            "server (requests without a session)",
+        );
     };
-    hold(next.run(request).await, permit)
+    let sending = SendingGuard::new(&guard.sending);
+    hold(next.run(request).await, (permit, sending))
 }
 
-/// Keeps `permit` until the response body has been sent or dropped.
-fn hold(response: Response, permit: OwnedSemaphorePermit) -> Response {
+/// Keeps `permit` (a request slot and the sending count) until the response body has been sent or dropped.
+fn hold(response: Response, permit: (OwnedSemaphorePermit, SendingGuard)) -> Response {
     let (parts, body) = response.into_parts();
     let stream = body.into_data_stream().map(move |chunk| {
         let _held = &permit;
@@ -379,9 +442,10 @@ fn hold(response: Response, permit: OwnedSemaphorePermit) -> Response {
 fn plain(status: StatusCode, text: &'static str) -> Response {
     let mut response = Response::new(Body::from(text));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     response
 }
 
@@ -454,10 +518,21 @@ mod tests {
     #[test]
     fn loopback_hosts_pass_and_others_do_not() {
         let g = guard(HttpOptions::default());
-        for host in ["localhost:8080", "127.0.0.1:8080", "[::1]:8080", "LOCALHOST", "127.0.0.1"] {
+        for host in [
+            "localhost:8080",
+            "127.0.0.1:8080",
+            "[::1]:8080",
+            "LOCALHOST",
+            "127.0.0.1",
+        ] {
             assert!(g.host_allowed(&request(&[("host", host)])), "{host}");
         }
-        for host in ["evil.example", "evil.example:8080", "127.0.0.1.evil.example", "localhost.evil"] {
+        for host in [
+            "evil.example",
+            "evil.example:8080",
+            "127.0.0.1.evil.example",
+            "localhost.evil",
+        ] {
             assert!(!g.host_allowed(&request(&[("host", host)])), "{host}");
         }
         let g = guard(HttpOptions::default().with_allowed_hosts(["mcp.internal:9000"]));
@@ -486,14 +561,20 @@ mod tests {
         assert!(!g.authorized(&request(&[("authorization", "Basic 0123456789abcdef0123")])));
         assert!(!g.authorized(&request(&[("authorization", "0123456789abcdef0123")])));
         assert!(!g.authorized(&request(&[])));
-        assert!(guard(HttpOptions::default()).authorized(&request(&[])), "no token configured");
+        assert!(
+            guard(HttpOptions::default()).authorized(&request(&[])),
+            "no token configured"
+        );
     }
 
     #[test]
     fn off_loopback_needs_a_token() {
         let open = HttpOptions::default();
         assert!(open.check(&"127.0.0.1:1".parse().unwrap()).is_ok());
-        assert!(open.check(&"127.0.0.2:1".parse().unwrap()).is_ok(), "all of 127/8 is loopback");
+        assert!(
+            open.check(&"127.0.0.2:1".parse().unwrap()).is_ok(),
+            "all of 127/8 is loopback"
+        );
         assert!(open.check(&"[::1]:1".parse().unwrap()).is_ok());
         let err = open.check(&"0.0.0.0:1".parse().unwrap()).unwrap_err().to_string();
         assert!(err.contains("without a token"), "{err}");

@@ -34,7 +34,7 @@ use crate::server::{
     ProxyServer, ServeOptions, ShutdownSignals, run_until_shutdown, shutdown_runtime, spawn_reload_watch,
 };
 
-pub use attach::{AttachOptions, attach_stdio};
+pub use attach::{AttachOptions, attach_stdio, attach_transport};
 pub use guard::{AuthToken, LOOPBACK_HOSTS};
 
 /// Where MCP is served.
@@ -53,6 +53,8 @@ pub const DEFAULT_MAX_REQUESTS_PER_SESSION: usize = 16;
 pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
 /// How long the HTTP server may take to close its connections once sessions have ended.
 const CONNECTIONS_CLOSE_BOUND: Duration = Duration::from_secs(2);
+/// How long a shutdown waits, after the drain, for responses still being sent.
+const RESPONSES_SETTLE_BOUND: Duration = Duration::from_secs(2);
 
 /// How the HTTP server guards itself. `Debug` never shows the token.
 #[derive(Debug, Clone)]
@@ -192,7 +194,8 @@ pub async fn serve_http(
     let signals = ShutdownSignals::watch(options.shutdown.clone());
     let reloads = options.reload.clone().map(|reload| spawn_reload_watch(proxy, reload));
     let sessions_ct = CancellationToken::new();
-    let app = router(&server, &http, local, sessions_ct.clone());
+    let guard = Arc::new(guard::Guard::new(&http, local));
+    let app = router(&server, &http, guard.clone(), sessions_ct.clone());
     tracing::info!(url = %format!("http://{local}{MCP_PATH}"), token = http.token.is_some(), "serving MCP over HTTP");
 
     // The listener closes at the first request to stop; connections end once the sessions do.
@@ -214,7 +217,14 @@ pub async fn serve_http(
             }
         }
     };
-    let (served, immediate) = run_until_shutdown(&server, serving, &signals, &sessions_ct, options.drain_bound).await;
+    // Drained calls' answers are still being streamed to their hosts: wait for those responses (briefly: a
+    // 2026-07-28 `subscriptions/listen` stream never ends by itself).
+    let settle = {
+        let guard = guard.clone();
+        async move { guard.responses_sent(RESPONSES_SETTLE_BOUND).await }
+    };
+    let (served, immediate) =
+        run_until_shutdown(&server, serving, &signals, &sessions_ct, options.drain_bound, settle).await;
     if let Err(e) = &served {
         tracing::error!(error = %e, "HTTP server failed");
     }
@@ -258,8 +268,12 @@ pub async fn run_http(
 }
 
 /// `/mcp` (rmcp's service behind the guards) and `/status`.
-fn router(server: &ProxyServer, http: &HttpOptions, local: SocketAddr, sessions_ct: CancellationToken) -> Router {
-    let guard = Arc::new(guard::Guard::new(http, local));
+fn router(
+    server: &ProxyServer,
+    http: &HttpOptions,
+    guard: Arc<guard::Guard>,
+    sessions_ct: CancellationToken,
+) -> Router {
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(http.session_idle);
     let sessions = Arc::new(manager);
