@@ -7,6 +7,7 @@
 mod commands;
 mod output;
 mod progress;
+mod reload;
 mod telemetry;
 
 use std::path::PathBuf;
@@ -43,6 +44,13 @@ pub(crate) struct Cli {
     /// project's `.mcp.json`.
     #[arg(long, global = true, value_name = "DIR", num_args = 0..=1, default_missing_value = ".")]
     pub project: Option<PathBuf>,
+    /// With no command: relay this stdio host to a running `pimcp-run serve --http` instance at URL instead of
+    /// starting servers (token from PIMCP_AUTH_TOKEN or --attach-token-file).
+    #[arg(long, value_name = "URL")]
+    pub attach: Option<String>,
+    /// With --attach: read the instance's bearer token from this file.
+    #[arg(long, value_name = "PATH", requires = "attach")]
+    pub attach_token_file: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Option<commands::Command>,
 }

@@ -7,9 +7,7 @@ use std::io::IsTerminal;
 
 use std::time::SystemTime;
 
-use pimcp_proxy::ServeOptions;
-
-use super::session::{SHUTDOWN_BOUND, SessionOptions, block_on, load_config, runtime_options, with_session};
+use super::session::{SessionOptions, block_on, load_config, runtime_options, with_session};
 use super::{Ctx, status};
 use crate::output::Style;
 use crate::{EXIT_FAILED, EXIT_OK};
@@ -31,12 +29,8 @@ fn serve_stdio(ctx: &Ctx) -> ! {
     let options = runtime_options(ctx, config);
     let code = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => {
-            // SIGHUP reloads the configuration (SPEC 3.6); an invalid one keeps the running setup.
-            let load_opts = ctx.opts.clone();
-            let serve_options = ServeOptions::default()
-                .with_shutdown_bound(SHUTDOWN_BOUND)
-                .with_reload(move || reload(&load_opts));
-            let served = rt.block_on(pimcp_proxy::run_stdio(options, serve_options));
+            // Config files are watched and SIGHUP reloads (SPEC 3.6); an invalid config keeps the running setup.
+            let served = rt.block_on(super::serve::run_stdio_reloading(ctx, options));
             match served {
                 Ok(report) => {
                     tracing::debug!(graceful = report.graceful, elapsed = ?report.elapsed, "served");
@@ -56,27 +50,6 @@ fn serve_stdio(ctx: &Ctx) -> ! {
     // `exit` skips destructors: flush the OpenTelemetry exporter first.
     crate::telemetry::shutdown();
     std::process::exit(i32::from(code));
-}
-
-/// The configuration to switch to on SIGHUP, or `None` (with the problems logged) when it has errors.
-fn reload(opts: &pimcp_config::LoadOptions) -> Option<pimcp_config::Config> {
-    let config = pimcp_config::load(opts);
-    let errors: Vec<String> = config
-        .problems
-        .iter()
-        .filter(|p| p.is_error())
-        .map(ToString::to_string)
-        .collect();
-    if errors.is_empty() {
-        tracing::info!(servers = config.servers.len(), "configuration reloaded");
-        Some(config)
-    } else {
-        tracing::warn!(
-            "the configuration has errors; keeping the running setup: {}",
-            errors.join("; ")
-        );
-        None
-    }
 }
 
 fn hint(ctx: &Ctx) -> anyhow::Result<u8> {

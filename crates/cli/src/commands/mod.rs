@@ -12,6 +12,7 @@ mod init;
 mod launch;
 mod prompts;
 mod search;
+mod serve;
 mod session;
 mod status;
 mod trust;
@@ -56,6 +57,8 @@ pub(crate) enum Command {
     Connect(connect::ConnectArgs),
     /// List the prompts servers offer.
     Prompts(prompts::PromptsArgs),
+    /// Serve MCP over Streamable HTTP for many host sessions sharing one set of servers.
+    Serve(serve::ServeArgs),
 }
 
 impl Command {
@@ -75,7 +78,8 @@ impl Command {
             | Command::Add(_)
             | Command::Remove(_)
             | Command::Enable(_)
-            | Command::Disable(_) => false,
+            | Command::Disable(_)
+            | Command::Serve(_) => false,
         }
     }
 }
@@ -104,8 +108,16 @@ impl Ctx {
 
 pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
     let ctx = Ctx::new(&cli);
+    if cli.attach.is_some() && cli.command.is_some() {
+        return Err(usage(
+            "--attach relays a host to a running instance; it takes no command",
+        ));
+    }
     match cli.command {
-        None => launch::run(&ctx),
+        None => match cli.attach.as_deref() {
+            Some(url) => serve::attach(url, cli.attach_token_file.as_deref()),
+            None => launch::run(&ctx),
+        },
         Some(Command::Auth(command)) => auth::run(&ctx, command),
         Some(Command::Config(command)) => config::run(&ctx, command),
         Some(Command::Init(args)) => init::run(&ctx, args),
@@ -120,6 +132,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
         Some(Command::Call(args)) => call::run(&ctx, args),
         Some(Command::Connect(args)) => connect::run(&ctx, args),
         Some(Command::Prompts(args)) => prompts::run(&ctx, args),
+        Some(Command::Serve(args)) => serve::run(&ctx, args),
     }
 }
 
