@@ -185,7 +185,7 @@ pub(crate) fn spawn(opts: LoadOptions, proxy: Proxy, running: Config) -> JoinHan
 /// The operator notice for a refused reload.
 pub(crate) fn refused_notice(problems: &[String]) -> String {
     format!(
-        "Configuration reload refused, the previous setup is still running: {}. Fix the file (`pimcp-run config \
+        "Configuration reload refused, keeping the running setup: {}. Fix the file (`pimcp-run config \
          check`); it is applied as soon as it is valid.",
         problems.join("; ")
     )
