@@ -267,7 +267,7 @@ impl Guard {
             return false;
         };
         let normalized = origin.trim().trim_end_matches('/').to_ascii_lowercase();
-        if self.origins.iter().any(|o| *o == normalized) {
+        if self.origins.contains(&normalized) {
             return true;
         }
         let Ok(uri) = http::Uri::try_from(normalized.as_str()) else {
