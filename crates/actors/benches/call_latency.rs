@@ -59,11 +59,14 @@ async fn main() -> anyhow::Result<()> {
     let mut rt_block_medians = Vec::new();
     let mut bare_block_medians = Vec::new();
     let mut sample = Vec::with_capacity(per_block);
+    let mut rt_cpu = Vec::new();
+    let mut bare_cpu = Vec::new();
     for block in 0..blocks * 2 {
         // Blocks 0..2*blocks: each pair (2k, 2k+1) is one runtime block and one bare block, ABBA-ordered.
         let pair = block / 2;
         let is_runtime = (block % 2 == 0) == runtime_first(pair * 2);
         sample.clear();
+        let cpu0 = process_cpu();
         for _ in 0..per_block {
             let t = Instant::now();
             if is_runtime {
@@ -75,7 +78,13 @@ async fn main() -> anyhow::Result<()> {
             }
             sample.push(t.elapsed());
         }
+        let cpu_per_call = (process_cpu() - cpu0).as_secs_f64() / per_block as f64;
         let median = summarize(&sample).median;
+        if is_runtime {
+            rt_cpu.push(cpu_per_call);
+        } else {
+            bare_cpu.push(cpu_per_call);
+        }
         if is_runtime {
             rt_all.extend_from_slice(&sample);
             rt_block_medians.push(median.as_secs_f64());
@@ -120,16 +129,21 @@ async fn main() -> anyhow::Result<()> {
     println!();
     println!("| added by the runtime | value |");
     println!("| --- | ---: |");
+    let signed_us = |a: Duration, b: Duration| (a.as_secs_f64() - b.as_secs_f64()) * 1e6;
     println!(
-        "| median − median (all calls) | {} µs |",
-        us(rt.median.saturating_sub(b.median))
+        "| median − median (all calls) | {:+.1} µs |",
+        signed_us(rt.median, b.median)
     );
     println!(
-        "| median of per-block-pair median differences | {:.1} µs |",
+        "| median of per-block-pair median differences | {:+.1} µs |",
         added_median_of_blocks * 1e6
     );
-    println!("| p99 − p99 | {} µs |", us(rt.p99.saturating_sub(b.p99)));
+    println!("| p99 − p99 | {:+.1} µs |", signed_us(rt.p99, b.p99));
     println!("| median ratio runtime / bare | {ratio:.2}x |");
+    let (rc, bc) = (median_f64(&rt_cpu) * 1e6, median_f64(&bare_cpu) * 1e6);
+    println!("| CPU of this process per call, runtime (median of blocks) | {rc:.1} µs |");
+    println!("| CPU of this process per call, bare (median of blocks) | {bc:.1} µs |");
+    println!("| CPU added per call by the runtime | {:+.1} µs |", rc - bc);
     println!(
         "| goal ≤ 30 µs added at the median | {} |",
         if added_median_of_blocks * 1e6 <= 30.0 {

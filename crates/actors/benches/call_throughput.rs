@@ -72,7 +72,7 @@ async fn round(caller: &Caller, callers: usize, per_caller: usize) -> anyhow::Re
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let callers = env_usize("PIMCP_BENCH_CALLERS", 64);
-    let rounds = env_usize("PIMCP_BENCH_ROUNDS", 8).max(2);
+    let rounds = env_usize("PIMCP_BENCH_ROUNDS", 12).max(2);
     let per_caller = env_usize("PIMCP_BENCH_CALLS_PER_CALLER", 50);
 
     let dir = tempfile::tempdir()?;
@@ -88,11 +88,20 @@ async fn main() -> anyhow::Result<()> {
     let mut bare_rates = Vec::new();
     let mut rt_lat = Vec::new();
     let mut bare_lat = Vec::new();
+    let mut rt_cpu = Vec::new();
+    let mut bare_cpu = Vec::new();
     for r in 0..rounds * 2 {
         let is_runtime = (r % 2 == 0) == runtime_first((r / 2) * 2);
         let caller = if is_runtime { &rt_caller } else { &bare_caller };
+        let cpu0 = process_cpu();
         let (wall, lat) = round(caller, callers, per_caller).await?;
+        let cpu = (process_cpu() - cpu0).as_secs_f64() / lat.len() as f64;
         let rate = lat.len() as f64 / wall.as_secs_f64();
+        if is_runtime {
+            rt_cpu.push(cpu);
+        } else {
+            bare_cpu.push(cpu);
+        }
         if is_runtime {
             rt_rates.push(rate);
             rt_lat.extend(lat);
@@ -139,6 +148,12 @@ async fn main() -> anyhow::Result<()> {
         "throughput runtime / bare: {:.2}x (median of per-round-pair ratios); p99 runtime / bare: {:.2}x",
         median_f64(&pair_ratios),
         rt.p99.as_secs_f64() / b.p99.as_secs_f64()
+    );
+
+    println!(
+        "CPU of this process per call (median of rounds): runtime {:.1} µs, bare {:.1} µs",
+        median_f64(&rt_cpu) * 1e6,
+        median_f64(&bare_cpu) * 1e6
     );
 
     bare.cancel().await.context("closing the bare client")?;

@@ -167,7 +167,12 @@ async fn fill_cache(dir: &Path, names: &[String], config: &Value) -> anyhow::Res
     let results: Vec<_> = futures::stream::iter(names.iter().cloned())
         .map(|name| {
             let handle = handle.clone();
-            async move { handle.connect(&name).await.with_context(|| format!("connecting {name}")) }
+            async move {
+                handle
+                    .connect(&name)
+                    .await
+                    .with_context(|| format!("connecting {name}"))
+            }
         })
         .buffer_unordered(8)
         .collect()
@@ -181,7 +186,10 @@ async fn fill_cache(dir: &Path, names: &[String], config: &Value) -> anyhow::Res
     })
     .await?;
     let report = runtime.shutdown(Duration::from_secs(20)).await;
-    anyhow::ensure!(report.graceful, "the cache-filling runtime did not shut down gracefully: {report:?}");
+    anyhow::ensure!(
+        report.graceful,
+        "the cache-filling runtime did not shut down gracefully: {report:?}"
+    );
     Ok(start.elapsed())
 }
 
@@ -251,7 +259,9 @@ async fn parent_in(dir: &Path, n_servers: usize, n_tools: usize, reps: usize) ->
         "fixture: {}; {n_servers} servers x (`--tools {n_tools}` + 14 built-ins); cache written by the runtime in {} s: \
          {} bytes, {cached_tools} tools; {reps} repetitions per variant (rotating order, one warm-up round discarded)",
         fixture().display(),
-        ms(fill).parse::<f64>().map_or_else(|_| "?".into(), |m| format!("{:.1}", m / 1000.0)),
+        ms(fill)
+            .parse::<f64>()
+            .map_or_else(|_| "?".into(), |m| format!("{:.1}", m / 1000.0)),
         cache_bytes
     );
     if let Some(first) = reports.get("cached").and_then(|r| r.first()) {

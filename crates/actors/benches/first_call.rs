@@ -3,10 +3,10 @@
 //!
 //! Method: every repetition runs, in rotating order, (a) `runtime, no cache`: a fresh agent dir, so the first call
 //! must connect, discover the catalog and call; (b) `runtime, warm cache`: an agent dir whose cache the runtime
-//! wrote on an earlier run, so the tool resolves from the cache and the call only connects and calls; (c) `bare`:
+//! wrote on an earlier run; (c) the same as (a) with the guardian shim disabled (diagnostic); (d) `bare`:
 //! `TokioChildProcess` spawn + handshake (same lifecycle as the runtime's `auto`), then one `echo` call. Each timer
-//! starts before `Runtime::start` / the spawn and stops when `echo` answered; runtimes are shut down and bare
-//! clients cancelled outside the timed region.
+//! starts before `Runtime::start` / the spawn and stops when `echo` answered (the runtime's `ready` state event is
+//! timed too); runtimes are shut down and bare clients cancelled outside the timed region.
 //!
 //! Run: `cargo bench -p pimcp-actors --bench first_call` (env `PIMCP_BENCH_REPS`).
 #![allow(clippy::print_stdout)] // a bench prints its table
@@ -48,13 +48,21 @@ async fn runtime_rep(dir: &Path, shim: bool, out: &mut Timeline) -> anyhow::Resu
     let mut events = runtime.events();
     let watcher = tokio::spawn(async move {
         while let Ok(event) = events.recv().await {
-            if matches!(&event, RuntimeEvent::State { state: ServerState::Ready, .. }) {
+            if matches!(
+                &event,
+                RuntimeEvent::State {
+                    state: ServerState::Ready,
+                    ..
+                }
+            ) {
                 return Some(t.elapsed());
             }
         }
         None
     });
-    let answer = runtime.call("fx_echo", echo_args("first"), CallOptions::default()).await?;
+    let answer = runtime
+        .call("fx_echo", echo_args("first"), CallOptions::default())
+        .await?;
     let answered = t.elapsed();
     anyhow::ensure!(answer.text() == "first", "runtime echo answered {:?}", answer.text());
     let ready = tokio::time::timeout(Duration::from_secs(5), watcher)
@@ -76,7 +84,10 @@ async fn bare_rep() -> anyhow::Result<(Duration, Duration)> {
     let connected = t.elapsed();
     let out = client.call_tool(echo_request("first")).await?;
     let answered = t.elapsed();
-    anyhow::ensure!(bare_text(&out).as_deref() == Some("first"), "bare echo answered {out:?}");
+    anyhow::ensure!(
+        bare_text(&out).as_deref() == Some("first"),
+        "bare echo answered {out:?}"
+    );
     client.cancel().await.context("closing the bare client")?;
     Ok((connected, answered))
 }
@@ -152,7 +163,9 @@ async fn main() -> anyhow::Result<()> {
         ms(b.1.p90)
     );
     println!();
-    println!("runtime `connected` = the server's `ready` state event was received (discovery done when there is no cache).");
+    println!(
+        "runtime `connected` = the server's `ready` state event was received (discovery done when there is no cache)."
+    );
     let ratio = |x: Duration, y: Duration| x.as_secs_f64() / y.as_secs_f64();
     println!(
         "first call, runtime over bare (medians): no cache +{} ms ({:.2}x), warm cache +{} ms ({:.2}x), no shim +{} ms \

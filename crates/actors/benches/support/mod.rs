@@ -197,3 +197,22 @@ pub async fn wait_until(what: &str, within: Duration, mut check: impl FnMut() ->
     }
     Ok(())
 }
+
+/// CPU time consumed so far by every thread of this process (sum of `/proc/self/task/*/schedstat` run times, ns
+/// resolution). Differences over a block measure work done here, independent of time spent waiting for the server
+/// or descheduled by other load.
+pub fn process_cpu() -> Duration {
+    let mut total = 0u64;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(task.path().join("schedstat")) {
+                total += s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    Duration::from_nanos(total)
+}
