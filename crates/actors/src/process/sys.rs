@@ -95,7 +95,8 @@ impl SignalSet {
 
 /// Unblocks every signal in the calling thread (`sigprocmask(SIG_SETMASK, ∅)`). A child inherits the signal mask
 /// across `fork` and `exec` (std's spawn no longer resets it), so the guardian shim, which blocks the signals it
-/// collects, calls this in the server's `pre_exec` hook. Async-signal-safe.
+/// collects, calls this in the server's `pre_exec` hook. It also resets ignored dispositions of the signals we use
+/// (an ignored disposition survives exec too). Async-signal-safe.
 pub fn reset_signal_mask() -> io::Result<()> {
     // SAFETY: sigemptyset initializes the plain bitmask in place; sigprocmask only reads it.
     #[allow(unsafe_code, reason = "signal masks have no safe std equivalent")]
@@ -104,11 +105,34 @@ pub fn reset_signal_mask() -> io::Result<()> {
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut())
     };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
     }
+    reset_signal_dispositions()
+}
+
+/// Signals whose disposition a server must start with at its default: an ignored SIGINT or SIGHUP inherited from a
+/// background job or `nohup` (exec keeps `SIG_IGN`) would otherwise change how servers react to our group signals.
+const RESET_TO_DEFAULT: [libc::c_int; 6] =
+    [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGUSR1, libc::SIGTERM, libc::SIGCHLD];
+
+/// Sets the signals of [`RESET_TO_DEFAULT`] back to `SIG_DFL` with `sigaction`. Async-signal-safe.
+fn reset_signal_dispositions() -> io::Result<()> {
+    for sig in RESET_TO_DEFAULT {
+        // SAFETY: a zeroed sigaction with SIG_DFL as handler and an empty mask is a valid argument; sigaction is
+        // async-signal-safe and only reads it.
+        #[allow(unsafe_code, reason = "signal dispositions have no safe std equivalent")]
+        let rc = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = libc::SIG_DFL;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Sends `sig` to process `pid` only if it is (still) a member of group `pgid`. The process is pinned with a pidfd
