@@ -218,6 +218,25 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    // A lazy server with nothing cached exposes no direct tools yet: connect it once and wait for `fx_echo`.
+    rt.block_on(async {
+        let admin = ().serve(StreamableHttpClientTransport::from_uri(serve_url.clone())).await.unwrap();
+        let connect = CallToolRequestParams::new("mcp")
+            .with_arguments(serde_json::json!({ "connect": "fx" }).as_object().cloned().unwrap());
+        admin.call_tool(connect).await.unwrap();
+        let end = Instant::now() + Duration::from_secs(30);
+        while !admin
+            .list_all_tools()
+            .await
+            .unwrap()
+            .iter()
+            .any(|t| t.name == "fx_echo")
+        {
+            assert!(Instant::now() < end, "fx_echo never appeared");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = admin.cancel().await;
+    });
     println!("serve_load: {sessions} sessions × {calls} calls, `echo` (direct tool `fx_echo` through pimcp-run)");
     println!("| run                    |  calls | errors |  wall s |   calls/s | p50 ms  | p99 ms  | max ms  |");
     println!("|------------------------|-------:|-------:|--------:|----------:|--------:|--------:|--------:|");
@@ -249,6 +268,10 @@ fn main() {
         served.print();
         failed += direct.errors + served.errors;
     }
+    // Stop both servers before exiting (exit skips destructors).
+    drop(rt);
+    drop(_serve);
+    drop(_fixture);
     if failed > 0 {
         eprintln!("serve_load: {failed} calls failed");
         std::process::exit(1);
