@@ -113,8 +113,14 @@ pub fn reset_signal_mask() -> io::Result<()> {
 
 /// Signals whose disposition a server must start with at its default: an ignored SIGINT or SIGHUP inherited from a
 /// background job or `nohup` (exec keeps `SIG_IGN`) would otherwise change how servers react to our group signals.
-const RESET_TO_DEFAULT: [libc::c_int; 6] =
-    [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGUSR1, libc::SIGTERM, libc::SIGCHLD];
+const RESET_TO_DEFAULT: [libc::c_int; 6] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGTERM,
+    libc::SIGCHLD,
+];
 
 /// Sets the signals of [`RESET_TO_DEFAULT`] back to `SIG_DFL` with `sigaction`. Async-signal-safe.
 fn reset_signal_dispositions() -> io::Result<()> {
