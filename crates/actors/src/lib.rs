@@ -32,7 +32,8 @@ pub use handler::{
 pub use naming::{
     Glob, ToolFilter, format_tool_name, resource_tool_name, sanitize_server, server_prefix, tool_candidates,
 };
-pub use pimcp_auth::AuthorizationStart;
+// The OAuth types `AuthOptions` and `auth_start` use, for hosts that do not depend on pimcp-auth themselves.
+pub use pimcp_auth::{AuthorizationStart, BrowserOpener, CallbackPort, MemoryStore, TokenStore};
 pub use policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker, Tuning};
 pub use process::{ProcessOptions, SHIM_ARG, SHIM_BINARY, ShimMode, StderrTail, shim_main_if_requested};
 pub use runtime::{CONTROL_REPLY_SLACK, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};

@@ -373,14 +373,8 @@ impl Proxy {
 
     async fn dispatch(&self, request: ProxyRequest, ctx: &CallContext) -> ProxyResponse {
         match request {
-            ProxyRequest::AuthStart { server } | ProxyRequest::AuthComplete { server, .. } => ProxyError::new(
-                Category::Other,
-                format!("OAuth through the mcp tool is not available yet (server {server:?})."),
-            )
-            .with_hint(format!(
-                "Run `pimcp-run auth login {server}` in a terminal, then mcp({{connect: {server:?}}})."
-            ))
-            .into(),
+            ProxyRequest::AuthStart { server } => respond(self.auth_start(&server).await),
+            ProxyRequest::AuthComplete { server, input } => respond(self.auth_complete(&server, &input).await),
             ProxyRequest::Call { tool, args, server } => self.call(&tool, args, server.as_deref(), ctx).await,
             ProxyRequest::Connect { server } => respond(self.connect(&server).await.map(|l| l.text())),
             ProxyRequest::Describe { tool, server } => {
@@ -448,6 +442,41 @@ impl Proxy {
         }
         self.connect_and_wait(server, true).await?;
         Ok(self.listing(server))
+    }
+
+    /// `mcp({action: "auth-start", server})`: starts an OAuth login (loopback listener, browser) and tells the
+    /// model what to show the user. The login finishes by itself when the browser comes back to this machine.
+    pub async fn auth_start(&self, server: &str) -> std::result::Result<String, ProxyError> {
+        if self.inner.runtime.catalog().server(server).is_none() {
+            return Err(self.unknown_server(server));
+        }
+        let start = self
+            .inner
+            .runtime
+            .auth_start(server)
+            .await
+            .map_err(|e| self.runtime_error(e, Some(server)))?;
+        Ok(format!(
+            "Show the user this URL to authorize {server:?}:\n{}\n\nWhen the browser comes back to this machine the \
+             login finishes by itself and {server:?} reconnects. If the browser runs on another machine, its last page \
+             does not load: ask the user for that page's full URL and call mcp({{action: \"auth-complete\", server: \
+             {server:?}, args: {{redirectUrl: \"<that URL>\"}}}}).",
+            start.url
+        ))
+    }
+
+    /// `mcp({action: "auth-complete", server, args: {redirectUrl}})`: finishes the pending login with the pasted
+    /// redirect URL (or code), stores the tokens and reconnects; answers with the server's tools.
+    pub async fn auth_complete(&self, server: &str, input: &str) -> std::result::Result<String, ProxyError> {
+        if self.inner.runtime.catalog().server(server).is_none() {
+            return Err(self.unknown_server(server));
+        }
+        self.inner
+            .runtime
+            .auth_complete(server, input)
+            .await
+            .map_err(|e| self.runtime_error(e, Some(server)))?;
+        Ok(format!("Logged in to {server:?}.\n\n{}", self.listing(server).text()))
     }
 
     /// A server's full instructions (connecting a startable server with nothing known).

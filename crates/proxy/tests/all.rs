@@ -6,6 +6,8 @@
 #[path = "all/support.rs"]
 mod support;
 
+#[path = "all/auth.rs"]
+mod auth;
 #[path = "all/binary.rs"]
 mod binary;
 #[path = "all/calls.rs"]

@@ -1,5 +1,5 @@
 //! Every read mode of the `mcp` tool through the façade: status, list, search, describe, instructions, connect, and
-//! the auth actions that are not available yet.
+//! the auth actions on a server without OAuth (the OAuth flow itself is in `auth.rs`).
 
 use std::sync::Arc;
 
@@ -197,15 +197,14 @@ async fn instructions_and_connect() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auth_actions_say_they_are_not_available_yet() {
+async fn auth_actions_on_a_server_without_oauth_say_so() {
     let env = start(two_servers()).await;
     for action in ["auth-start", "auth-complete"] {
         let r = env
             .mcp(json!({ "action": action, "server": "fx", "args": { "code": "x" } }))
             .await;
-        assert_error(&r, "other");
-        assert!(r.text().contains("not available yet"), "{}", r.text());
-        assert!(r.text().contains("pimcp-run auth login fx"), "{}", r.text());
+        assert_error(&r, "config");
+        assert!(r.text().contains("does not use OAuth"), "{}", r.text());
     }
     env.shutdown().await;
 }
