@@ -760,10 +760,17 @@ impl Proxy {
                     .push(Piece::Text(format!("[note: {}]", report.summary())));
             }
         }
+        let structured = result.structured_content.take();
         let guard = self.config().settings.output_guard;
         let guarded = apply_guard(rendered, guard.as_ref(), Some(&self.inner.spill));
         let report = guarded.report.clone();
         let mut result = guarded.into_call_result();
+        // The upstream's structuredContent stays on the result (hosts and `pimcp-run call --json` read it) besides
+        // its text copy, unless the guard cut the text: then the model's view is bounded and the full value is in
+        // the spill file, so forwarding it whole would defeat the guard.
+        if !report.truncated {
+            result.structured_content = structured;
+        }
         if is_error {
             // Like every proxy error: the category on the text's last line too (the guard never cuts it).
             let line = format!("category: {}", Category::ToolError);

@@ -42,6 +42,32 @@ async fn a_call_before_the_catalog_is_known_connects_and_text_stays_text() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_content_stays_on_the_result_besides_its_text_copy() {
+    let env = start(one_server()).await;
+    let r = env.mcp(json!({ "tool": "fx_add", "args": { "a": 1, "b": 2 } })).await;
+    assert_ok(&r);
+    assert_eq!(r.result.structured_content, Some(json!({ "sum": 3 })));
+    assert_eq!(
+        r.text(),
+        "3\nstructuredContent:\n{\n  \"sum\": 3\n}",
+        "the model still reads it as text"
+    );
+    env.shutdown().await;
+
+    // When the guard cuts the text, the value is not forwarded whole: the host gets the bounded text and the file.
+    let env = start(json!({
+        "settings": { "outputGuard": { "maxLines": 2 } },
+        "mcpServers": { "fx": stdio(&[]) },
+    }))
+    .await;
+    let r = env.mcp(json!({ "tool": "fx_add", "args": { "a": 1, "b": 2 } })).await;
+    assert_ok(&r);
+    assert!(r.guard.as_ref().is_some_and(|g| g.truncated), "{:?}", r.guard);
+    assert_eq!(r.result.structured_content, None);
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_errors_stay_errors_and_images_pass_through() {
     let env = start(one_server()).await;
     let r = env
