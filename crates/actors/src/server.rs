@@ -192,6 +192,8 @@ pub(crate) struct ServerActorState {
     idle_timer: Option<JoinHandle<std::result::Result<(), ractor::MessagingErr<ServerMsg>>>>,
     health_failures: u32,
     health_running: bool,
+    /// A revalidation asked for while a health check was running: it runs as soon as that check reports.
+    revalidation_pending: bool,
     last_response: Option<Instant>,
     ever_connected: bool,
     metadata: Option<(ServerMetadata, MetadataSource)>,
@@ -683,6 +685,7 @@ impl ServerActor {
     fn run_health_check(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, revalidation: bool) {
         let Some(live) = &st.live else { return };
         if st.health_running {
+            st.revalidation_pending |= revalidation;
             return;
         }
         st.health_running = true;
@@ -964,6 +967,16 @@ impl ServerActor {
                 if generation != st.generation || st.live.is_none() {
                     return;
                 }
+                // A revalidation asked for while this check ran must still happen: a healthy answer may predate
+                // the event that prompted it, so check again; a failure counts as the revalidation's own.
+                let pending = std::mem::take(&mut st.revalidation_pending);
+                if pending && matches!(outcome, HealthOutcome::Healthy) {
+                    st.health_failures = 0;
+                    st.last_response = Some(Instant::now());
+                    Self::run_health_check(myself, st, true);
+                    return;
+                }
+                let revalidation = revalidation || pending;
                 match outcome {
                     HealthOutcome::Healthy => {
                         st.health_failures = 0;
@@ -1170,6 +1183,7 @@ impl Actor for ServerActor {
             idle_timer: None,
             health_failures: 0,
             health_running: false,
+            revalidation_pending: false,
             last_response: None,
             ever_connected: false,
             metadata: initial,
