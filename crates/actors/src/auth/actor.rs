@@ -124,8 +124,13 @@ impl Actor for AuthActor {
                 let shared = st.core.shared.get().and_then(std::sync::Weak::upgrade);
                 if let Some(actor) = shared.and_then(|s| s.server_ref(&server)) {
                     tracing::info!(%server, "reconnecting after the login");
-                    let (reply, _) = oneshot::channel();
-                    let _ = actor.send_message(ServerMsg::Connect { force: true, reply });
+                    // Keep the reply's receiver alive: a connect whose caller has gone away may be dropped.
+                    let (reply, answer) = oneshot::channel();
+                    if actor.send_message(ServerMsg::Connect { force: true, reply }).is_ok() {
+                        tokio::spawn(async move {
+                            let _ = answer.await;
+                        });
+                    }
                 }
             }
         }
