@@ -152,6 +152,8 @@ struct ServerInner {
     idle: tokio::sync::Notify,
     /// A shutdown was requested: new calls are refused.
     draining: AtomicBool,
+    /// `logging/setLevel` per session and the `notifications/message` fan-out.
+    log: crate::host_log::HostLog,
 }
 
 /// Counts one host request in flight.
@@ -212,6 +214,8 @@ impl ProxyServer {
         let servers: Vec<String> = config.servers.iter().map(|s| s.name.clone()).collect();
         let mcp = (!settings.disable_proxy_tool).then(|| mcp_tool(&ToolDefOptions { servers }));
         let surface = compute_surface(&proxy);
+        let stop = CancellationToken::new();
+        let log = crate::host_log::HostLog::start(proxy.runtime(), stop.clone());
         if mcp.is_none() && surface.direct.is_empty() {
             tracing::warn!(
                 "disableProxyTool is set and no direct tools are known yet: the host sees no tools until a server's \
@@ -227,10 +231,11 @@ impl ProxyServer {
                 surface: RwLock::new(surface),
                 peers: Mutex::new(Vec::new()),
                 sinks: Mutex::new(Vec::new()),
-                stop: CancellationToken::new(),
+                stop,
                 in_flight: AtomicUsize::new(0),
                 idle: tokio::sync::Notify::new(),
                 draining: AtomicBool::new(false),
+                log,
             }),
         };
         server.spawn_watcher();
@@ -436,6 +441,7 @@ fn compute_surface(proxy: &Proxy) -> Surface {
 }
 
 impl ServerHandler for ProxyServer {
+    #[allow(deprecated)] // `logging` is SEP-2577-deprecated but still declared to 2025-11-25 hosts
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
@@ -444,6 +450,7 @@ impl ServerHandler for ProxyServer {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_logging()
             .build();
         if self.inner.frozen
             && let Some(tools) = capabilities.tools.as_mut()
@@ -499,6 +506,16 @@ impl ServerHandler for ProxyServer {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(context.sink().clone());
         context.cancelled().await;
+        Ok(())
+    }
+
+    #[allow(deprecated)] // logging is SEP-2577-deprecated but still on the wire
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), ErrorData> {
+        self.inner.log.set_level(&ctx.peer, request.level);
         Ok(())
     }
 
@@ -681,8 +698,9 @@ where
 /// Serves MCP on stdin/stdout until stdin closes, SIGINT or SIGTERM, then shuts the runtime down within
 /// `options.shutdown_bound` (no child process survives). `bridge` must be the one whose handlers the runtime has.
 ///
-/// Stdin is read by a plain thread (see [`stdin_pipe`]), so returning on a signal while the host keeps stdin open
-/// leaves nothing for the tokio runtime to wait on when it is dropped.
+/// Pipes and sockets are read and written on the reactor ([`crate::host_stdio`]); other stdin is read by a plain
+/// thread (see [`stdin_pipe`]). Either way, returning on a signal while the host keeps stdin open leaves nothing for
+/// the tokio runtime to wait on when it is dropped.
 pub async fn serve_stdio(
     runtime: Runtime,
     proxy: Proxy,
@@ -693,7 +711,7 @@ pub async fn serve_stdio(
     let cancel = CancellationToken::new();
     let signals = ShutdownSignals::watch(options.shutdown.clone());
     let reloads = options.reload.clone().map(|reload| spawn_reload_watch(proxy, reload));
-    let serving = serve(server.clone(), (stdin_pipe(), tokio::io::stdout()), cancel.clone());
+    let serving = serve(server.clone(), crate::stdio::host_stdio(), cancel.clone());
     // Answers of drained calls are written by the service loop right after the handlers return.
     let settle = tokio::time::sleep(STDIO_SETTLE);
     let (served, immediate) =
