@@ -20,7 +20,6 @@ mod request;
 mod search;
 mod server;
 mod shapes;
-mod stdio;
 mod text;
 mod tool_def;
 mod validate;
@@ -52,7 +51,6 @@ pub use server::{
     DEFAULT_DRAIN_BOUND, DEFAULT_SHUTDOWN_BOUND, IMMEDIATE_SHUTDOWN_BOUND, ProxyServer, ReloadFn, SERVER_NAME,
     SURFACE_DEBOUNCE, ServeOptions, run_stdio, serve, serve_stdio, stdin_pipe,
 };
-pub use stdio::{HostStdin, HostStdout, host_stdio};
 pub use shapes::{DEFAULT_SHAPE_CHARS, MAX_ENUM_VALUES, MAX_REF_DEPTH, shape, shape_within};
 pub use text::{
     CATEGORY_META_KEY, Category, INSTRUCTIONS_PREVIEW_CHARS, ProxyError, ServerLine, ServerState, SkippedServer,
