@@ -287,7 +287,7 @@ pub async fn discover(
         let origin = origin_url(server_url);
         match find_as_metadata(http, &origin).await? {
             Some(metadata) => {
-                let issuer = validate_issuer(&metadata, Some(origin.as_str()), &[], options.skip_issuer_validation)?;
+                let issuer = validate_origin_issuer(&metadata, &origin, options.skip_issuer_validation)?;
                 (metadata, MetadataSource::ServerOrigin, issuer)
             }
             None => (default_endpoints(&origin), MetadataSource::DefaultEndpoints, None),
@@ -520,6 +520,39 @@ fn validate_issuer(
     }
 }
 
+/// The issuer rule of the 2025-03-26 fallback ([`MetadataSource::ServerOrigin`]): no protected-resource metadata
+/// named an issuer, so the document was fetched from the MCP server's own origin
+/// (`<origin>/.well-known/oauth-authorization-server`, then OpenID) and there is no issuer identifier to compare
+/// with exactly (RFC 8414 §3.3 compares against the identifier the metadata URL was built from; here it was built
+/// from the origin). The 2025-03-26 MCP spec calls that origin the authorization base URL and lets the server put
+/// its endpoints under any path, e.g. an issuer `<origin>/oauth`.
+///
+/// Accepted: an `issuer` with the same scheme, host and port as the MCP server, any path, no query or fragment — the
+/// party that answers at that origin published the document, and it already controls the MCP server. Refused: an
+/// issuer at any other origin (a server origin claiming to be someone else's authorization server is the mix-up
+/// RFC 8414 guards against), a query or fragment, and a missing `issuer`. The accepted issuer is then the one the
+/// RFC 9207 `iss` of the authorization response must equal. `skip` (`oauth.skipIssuerMetadataValidation`) accepts
+/// anything, with a warning, as on every other path.
+fn validate_origin_issuer(metadata: &AuthServerMetadata, origin: &Url, skip: bool) -> Result<Option<String>> {
+    let Some(received) = metadata.issuer.as_deref() else {
+        return validate_issuer(metadata, Some(origin.as_str()), &[], skip);
+    };
+    let same_origin = Url::parse(received).is_ok_and(|issuer| {
+        issuer.scheme() == origin.scheme()
+            && issuer.host() == origin.host()
+            && issuer.port_or_known_default() == origin.port_or_known_default()
+            && issuer.query().is_none()
+            && issuer.fragment().is_none()
+            && issuer.username().is_empty()
+            && issuer.password().is_none()
+    });
+    if same_origin {
+        Ok(Some(received.to_string()))
+    } else {
+        validate_issuer(metadata, Some(origin.as_str()), &[], skip)
+    }
+}
+
 /// Discovered URLs must be https, except plain http to a loopback host or to the (http) server's own host.
 fn check_discovered_url(server_url: &Url, candidate: &Url, what: &str) -> Result<()> {
     let ok = match candidate.scheme() {
@@ -680,6 +713,66 @@ mod tests {
             validate_issuer(&bare, Some("https://as.example"), &[], false),
             Err(Error::IssuerMissing { .. })
         ));
+    }
+
+    #[test]
+    fn origin_fallback_accepts_a_same_origin_issuer_only() {
+        let origin = url("https://m.example/");
+        let with = |issuer: Option<&str>| AuthServerMetadata {
+            issuer: issuer.map(str::to_string),
+            token_endpoint: Some("https://m.example/oauth/token".into()),
+            ..Default::default()
+        };
+        // Accepted: the origin itself, and any path under it (the 2025-03-26 `<origin>/oauth` layout).
+        for issuer in [
+            "https://m.example",
+            "https://m.example/",
+            "https://m.example/oauth",
+            "https://M.example:443/a/b",
+        ] {
+            assert_eq!(
+                validate_origin_issuer(&with(Some(issuer)), &origin, false)
+                    .unwrap()
+                    .as_deref(),
+                Some(issuer),
+                "{issuer}"
+            );
+        }
+        // Refused: another origin (scheme, host, port), a query, a fragment, userinfo, no issuer, not a URL.
+        for issuer in [
+            "https://evil.example/oauth",
+            "http://m.example/oauth",
+            "https://m.example:8443/oauth",
+            "https://m.example.evil.example/",
+            "https://m.example/oauth?x=1",
+            "https://m.example/oauth#f",
+            "https://user@m.example/oauth",
+            "m.example/oauth",
+        ] {
+            assert!(
+                matches!(
+                    validate_origin_issuer(&with(Some(issuer)), &origin, false),
+                    Err(Error::IssuerMismatch { .. })
+                ),
+                "{issuer}"
+            );
+        }
+        assert!(matches!(
+            validate_origin_issuer(&with(None), &origin, false),
+            Err(Error::IssuerMissing { .. })
+        ));
+        // `oauth.skipIssuerMetadataValidation` still accepts a foreign issuer (with a warning).
+        assert!(validate_origin_issuer(&with(Some("https://evil.example/")), &origin, true).is_ok());
+        // The exact-match rule of the other paths is unchanged: a path issuer is not the origin's issuer there.
+        assert!(
+            validate_issuer(
+                &with(Some("https://m.example/oauth")),
+                Some("https://m.example"),
+                &[],
+                false
+            )
+            .is_err()
+        );
     }
 
     #[test]
