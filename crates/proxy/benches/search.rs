@@ -310,6 +310,7 @@ fn catalog(n_tools: usize, n_servers: usize, seed: u64, lexicon: &[String]) -> V
                 description,
                 keywords,
                 input_schema: schema(&mut rng, noun),
+                needs_approval: false,
             });
         }
     }
@@ -327,6 +328,7 @@ fn catalog(n_tools: usize, n_servers: usize, seed: u64, lexicon: &[String]) -> V
                 description: description.to_string(),
                 keywords: Vec::new(),
                 input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+                needs_approval: false,
             });
         }
     }

@@ -30,9 +30,15 @@ pub fn describe_text(doc: &ToolDoc, output_schema: Option<&Value>) -> String {
     if let Some(schema) = output_schema {
         out.push_str(&format!("\nOutput schema:\n{}\n", pretty(schema)));
     }
+    if doc.needs_approval {
+        out.push_str(&format!("\n{APPROVAL_NOTE}\n"));
+    }
     out.push_str(&format!("\nCall: mcp({{tool: {}, args: {{…}}}})", quoted(&doc.name)));
     out
 }
+
+/// What `describe` says about a tool `approveTools` gates.
+pub const APPROVAL_NOTE: &str = "Needs approval: the user is asked before each call (approveTools).";
 
 /// `Tool "x" not found[ on server "s"].` with suggestions and how to search. Category `unknown-tool`.
 pub fn tool_not_found(name: &str, server: Option<&str>, suggestions: &[&ToolDoc]) -> ProxyError {
@@ -83,6 +89,7 @@ mod tests {
             description: description.to_string(),
             keywords: Vec::new(),
             input_schema: schema,
+            needs_approval: false,
         }
     }
 

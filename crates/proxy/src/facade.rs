@@ -14,7 +14,7 @@ use pimcp_actors::{
     ServerCatalog, ServerState as RuntimeState, ServerStatus, StatusSnapshot, ToolOutput, sanitize_server,
     tool_candidates,
 };
-use pimcp_config::{Config, ServerConfig};
+use pimcp_config::{ApproveTools, Config, ServerConfig};
 use rmcp::model::{CallToolResult, ContentBlock, GetPromptResult, JsonObject, Prompt, ReadResourceResult, Resource};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -536,6 +536,7 @@ impl Proxy {
             doc: tool_doc(
                 &resolved,
                 &keywords_for(config.server(&resolved.server), &config, &resolved),
+                &config,
             ),
             title: resolved.title.clone(),
             output_schema: resolved.output_schema.as_ref().map(|s| Value::Object((**s).clone())),
@@ -700,7 +701,7 @@ impl Proxy {
             let cfg = config.server(&sc.server);
             let rules = keyword_rules(cfg);
             for t in &sc.tools {
-                docs.push(tool_doc(t, &apply_rules(&rules, t, cfg, &config)));
+                docs.push(tool_doc(t, &apply_rules(&rules, t, cfg, &config), &config));
             }
         }
         let built = Arc::new(Indexed {
@@ -813,7 +814,7 @@ impl Proxy {
                 .map(|c| {
                     c.tools
                         .iter()
-                        .map(|t| tool_doc(t, &apply_rules(&rules, t, cfg, &config)))
+                        .map(|t| tool_doc(t, &apply_rules(&rules, t, cfg, &config), &config))
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -1037,7 +1038,7 @@ fn keywords_for(cfg: Option<&ServerConfig>, config: &Config, tool: &CatalogTool)
     apply_rules(&keyword_rules(cfg), tool, cfg, config)
 }
 
-fn tool_doc(t: &CatalogTool, keywords: &[String]) -> ToolDoc {
+fn tool_doc(t: &CatalogTool, keywords: &[String], config: &Config) -> ToolDoc {
     ToolDoc {
         name: t.name.clone(),
         original_name: t.original.clone(),
@@ -1045,6 +1046,27 @@ fn tool_doc(t: &CatalogTool, keywords: &[String]) -> ToolDoc {
         description: t.description.clone().or_else(|| t.title.clone()).unwrap_or_default(),
         keywords: keywords.to_vec(),
         input_schema: Value::Object((*t.input_schema).clone()),
+        needs_approval: approval_required(config, t),
+    }
+}
+
+/// Whether `approveTools` (the server's, else the global one) gates calls of `tool` (SPEC 6), decided the way the
+/// runtime's router decides it before a call: globs over the original and every prefixed form of the name.
+pub(crate) fn approval_required(config: &Config, tool: &CatalogTool) -> bool {
+    let Some(cfg) = config.server(&tool.server) else {
+        return false;
+    };
+    match cfg.approve_tools.as_ref().unwrap_or(&config.settings.approve_tools) {
+        ApproveTools::Off => false,
+        ApproveTools::All => true,
+        ApproveTools::Globs(globs) => {
+            let mode = cfg.tool_prefix.unwrap_or(config.settings.tool_prefix);
+            let candidates = tool_candidates(&tool.original, &tool.server, mode);
+            globs.iter().any(|g| {
+                let g = Glob::new(g);
+                candidates.iter().any(|c| g.matches(c))
+            })
+        }
     }
 }
 

@@ -20,6 +20,7 @@ mod request;
 mod search;
 mod server;
 mod shapes;
+mod stdio;
 mod text;
 mod tool_def;
 mod validate;
@@ -30,7 +31,7 @@ pub use self::http::{
     attach_transport, bind, run_http, serve_http,
 };
 pub use approval::{APPROVAL_ARGS_PREVIEW_CHARS, APPROVAL_TIMEOUT, approval_elicitation};
-pub use describe::{describe_text, tool_ambiguous, tool_not_found};
+pub use describe::{APPROVAL_NOTE, describe_text, tool_ambiguous, tool_not_found};
 pub use direct::{DirectTool, NO_DESCRIPTION, direct_tools};
 pub use error::{Error, Result};
 pub use facade::{
@@ -52,9 +53,11 @@ pub use server::{
     SURFACE_DEBOUNCE, ServeOptions, run_stdio, serve, serve_stdio, stdin_pipe,
 };
 pub use shapes::{DEFAULT_SHAPE_CHARS, MAX_ENUM_VALUES, MAX_REF_DEPTH, shape, shape_within};
+pub use stdio::{HostStdin, HostStdout, host_stdio};
 pub use text::{
-    CATEGORY_META_KEY, Category, INSTRUCTIONS_PREVIEW_CHARS, ProxyError, ServerLine, ServerState, SkippedServer,
-    human_duration, instructions_text, list_text, plural, search_text, status_text, text_result, with_category,
+    APPROVAL_MARK, CATEGORY_META_KEY, Category, INSTRUCTIONS_PREVIEW_CHARS, ProxyError, ServerLine, ServerState,
+    SkippedServer, human_duration, instructions_text, list_text, plural, search_text, status_text, text_result,
+    with_category,
 };
 pub use tool_def::{MAX_DEFINITION_CHARS, TOOL_NAME, ToolDefOptions, mcp_tool, mcp_tool_json};
 pub use validate::{ArgsValidator, MAX_LISTED_PROBLEMS, OutputReport, check_not_nested, parse_args, validate_output};

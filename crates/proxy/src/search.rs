@@ -32,6 +32,8 @@
 //! case-insensitive, at most [`MAX_REGEX_CHARS`] characters, over name, original name, server, description and each
 //! keyword. Hits are ranked by the summed weights of the fields that match (the incumbent left them unranked). One
 //! multi-line scan over all fields of all tools finds the candidates; each candidate's fields are then checked alone.
+//! Patterns whose every piece can only match ASCII run ASCII-only over bytes (same matches, cheaper to compile and
+//! to scan), and the last few compiled patterns are kept for repeated queries.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -82,6 +84,8 @@ pub struct ToolDoc {
     /// The server's `searchKeywords` for this tool.
     pub keywords: Vec<String>,
     pub input_schema: Value,
+    /// `approveTools` gates calls of this tool: the host is asked first (SPEC 6). Not searched; shown in results.
+    pub needs_approval: bool,
 }
 
 /// A search request; build with [`SearchQuery::new`] and the `with_*` methods.
@@ -247,6 +251,9 @@ pub struct SearchIndex {
     haystack: String,
     /// Where each document starts in `haystack`.
     doc_starts: Vec<usize>,
+    /// The haystack holds a character that Unicode case folding maps onto an ASCII letter (`K` Kelvin sign, `ſ`):
+    /// the ASCII fast path of regex search would miss it, so it is off for this index.
+    fold_traps: bool,
 }
 
 impl SearchIndex {
@@ -317,6 +324,7 @@ impl SearchIndex {
                 .into_iter()
                 .chain(&doc.keywords)
             {
+                index.fold_traps |= field.contains(ASCII_FOLD_TRAPS);
                 index.haystack.push_str(field);
                 index.haystack.push('\n');
             }
@@ -529,23 +537,13 @@ impl SearchIndex {
                 max: MAX_REGEX_CHARS,
             });
         }
-        let build = |multi_line: bool| {
-            regex::RegexBuilder::new(pattern)
-                .case_insensitive(true)
-                .multi_line(multi_line)
-                .size_limit(REGEX_SIZE_LIMIT_BYTES)
-                .dfa_size_limit(REGEX_SIZE_LIMIT_BYTES)
-                .build()
-                .map_err(|e| Error::InvalidRegex {
-                    pattern: pattern.to_string(),
-                    reason: regex_reason(&e),
-                })
-        };
+        let ascii = !self.fold_traps && ascii_fast_path_is_exact(pattern);
+        let build = |multi_line: bool| compiled(pattern, multi_line, ascii);
         // Candidates come from a multi-line scan; a field is then checked with the same multi-line regex unless it
         // holds a newline and the pattern has `^`/`$`, where only the strict (whole-field) regex is right. The
         // strict one is compiled only when needed: compiling a case-insensitive Unicode regex is the main cost on
         // small catalogs.
-        let (lines, candidates): (regex::Regex, Vec<usize>) = if prescan_is_exact_superset(pattern) {
+        let (lines, candidates): (Pattern, Vec<usize>) = if prescan_is_exact_superset(pattern) {
             let lines = build(true)?;
             let candidates = self.prescan(&lines);
             (lines, candidates)
@@ -553,7 +551,7 @@ impl SearchIndex {
             (build(false)?, (0..self.docs.len()).collect())
         };
         let anchored = prescan_is_exact_superset(pattern) && (pattern.contains('^') || pattern.contains('$'));
-        let strict: std::cell::OnceCell<Option<regex::Regex>> = std::cell::OnceCell::new();
+        let strict: std::cell::OnceCell<Option<Pattern>> = std::cell::OnceCell::new();
         let is_match = |field: &str| {
             if anchored && field.contains('\n') {
                 strict
@@ -596,17 +594,14 @@ impl SearchIndex {
     /// Documents where the multi-line pattern matches somewhere in their lines: one scan of the whole catalog,
     /// jumping to the next document after each hit. Every per-field match is also a match here (fields are whole
     /// lines, and `^`/`$`/`\b` see the same boundaries), so this is a superset the per-field check narrows down.
-    fn prescan(&self, multi_line: &regex::Regex) -> Vec<usize> {
+    fn prescan(&self, multi_line: &Pattern) -> Vec<usize> {
         let mut out = Vec::new();
         let mut pos = 0;
         while pos < self.haystack.len() {
-            let Some(m) = multi_line.find_at(&self.haystack, pos) else {
+            let Some(start) = multi_line.find_at(&self.haystack, pos) else {
                 break;
             };
-            let doc = self
-                .doc_starts
-                .partition_point(|&start| start <= m.start())
-                .saturating_sub(1);
+            let doc = self.doc_starts.partition_point(|&s| s <= start).saturating_sub(1);
             out.push(doc);
             pos = self.doc_starts.get(doc + 1).copied().unwrap_or(self.haystack.len());
         }
@@ -867,6 +862,113 @@ fn add_posting(map: &mut HashMap<String, Vec<Posting>>, token: String, doc: u32,
     }
 }
 
+/// Characters outside ASCII that Unicode simple case folding maps onto ASCII letters (KELVIN SIGN → k, LATIN SMALL
+/// LETTER LONG S → s). They are the only way a case-insensitive pattern made of ASCII matches non-ASCII text.
+const ASCII_FOLD_TRAPS: [char; 2] = ['\u{212A}', '\u{017F}'];
+
+/// Compiled regexes kept for repeated queries (a model pages through results or retries the same pattern).
+const REGEX_CACHE_ENTRIES: usize = 32;
+
+/// A compiled regex query: Unicode-aware (the meaning of the pattern), or ASCII-only over bytes when that gives
+/// the same matches on this catalog (see [`ascii_fast_path_is_exact`]). The ASCII form compiles in a fraction of
+/// the time and keeps literal prefilters that Unicode case folding defeats (`s` also matches `ſ`).
+#[derive(Clone, Debug)]
+enum Pattern {
+    Unicode(regex::Regex),
+    Ascii(regex::bytes::Regex),
+}
+
+impl Pattern {
+    fn is_match(&self, text: &str) -> bool {
+        match self {
+            Pattern::Unicode(r) => r.is_match(text),
+            Pattern::Ascii(r) => r.is_match(text.as_bytes()),
+        }
+    }
+
+    /// Start of the first match at or after `pos`.
+    fn find_at(&self, text: &str, pos: usize) -> Option<usize> {
+        match self {
+            Pattern::Unicode(r) => r.find_at(text, pos).map(|m| m.start()),
+            Pattern::Ascii(r) => r.find_at(text.as_bytes(), pos).map(|m| m.start()),
+        }
+    }
+}
+
+/// `pattern` compiled case-insensitively (from a small process-wide cache).
+fn compiled(pattern: &str, multi_line: bool, ascii: bool) -> Result<Pattern> {
+    type Cache = std::sync::Mutex<Vec<(String, bool, bool, Pattern)>>;
+    static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    {
+        let mut entries = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(i) = entries
+            .iter()
+            .position(|(p, m, a, _)| p == pattern && *m == multi_line && *a == ascii)
+        {
+            let entry = entries.remove(i);
+            let found = entry.3.clone();
+            entries.push(entry);
+            return Ok(found);
+        }
+    }
+    let invalid = |e: regex::Error| Error::InvalidRegex {
+        pattern: pattern.to_string(),
+        reason: regex_reason(&e),
+    };
+    let built = if ascii {
+        regex::bytes::RegexBuilder::new(pattern)
+            .unicode(false)
+            .case_insensitive(true)
+            .multi_line(multi_line)
+            .size_limit(REGEX_SIZE_LIMIT_BYTES)
+            .dfa_size_limit(REGEX_SIZE_LIMIT_BYTES)
+            .build()
+            .map(Pattern::Ascii)
+            .map_err(invalid)?
+    } else {
+        regex::RegexBuilder::new(pattern)
+            .case_insensitive(true)
+            .multi_line(multi_line)
+            .size_limit(REGEX_SIZE_LIMIT_BYTES)
+            .dfa_size_limit(REGEX_SIZE_LIMIT_BYTES)
+            .build()
+            .map(Pattern::Unicode)
+            .map_err(invalid)?
+    };
+    let mut entries = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if entries.len() >= REGEX_CACHE_ENTRIES {
+        entries.remove(0);
+    }
+    entries.push((pattern.to_owned(), multi_line, ascii, built.clone()));
+    Ok(built)
+}
+
+/// Whether matching `pattern` ASCII-only (bytes, ASCII case folding) finds exactly what the Unicode regex finds, on
+/// text without [`ASCII_FOLD_TRAPS`]. True when every piece of the pattern can only match ASCII: ASCII literals,
+/// escaped punctuation, non-negated classes, groups, alternation, repetition and `^`/`$`; `.` only as `.*` or `.+`,
+/// whose spans then lie between ASCII matches and so cover whole characters in both modes. Perl classes (`\w`,
+/// `\d`, `\s`, `\b`), other escapes, negated classes, inline flags and a lone `.` keep the Unicode regex.
+fn ascii_fast_path_is_exact(pattern: &str) -> bool {
+    if !pattern.is_ascii() || pattern.contains("(?") || pattern.contains("[^") {
+        return false;
+    }
+    let bytes = pattern.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => match bytes.get(i + 1) {
+                Some(c) if c.is_ascii_punctuation() => i += 1,
+                _ => return false,
+            },
+            b'.' if !matches!(bytes.get(i + 1), Some(b'*' | b'+')) => return false,
+            _ => {}
+        }
+        i += 1;
+    }
+    true
+}
+
 /// Whether the multi-line pre-scan finds every document the per-field match would: not when the pattern uses
 /// whole-text anchors (`\A`, `\z`) or inline flags (`(?s)`, `(?-m)`, …) that could change line semantics.
 fn prescan_is_exact_superset(pattern: &str) -> bool {
@@ -1081,6 +1183,7 @@ mod tests {
             description: description.to_string(),
             keywords: Vec::new(),
             input_schema: json!({"type": "object"}),
+            needs_approval: false,
         }
     }
 
@@ -1355,6 +1458,69 @@ mod tests {
             .search(&SearchQuery::new(r"\w{1000}{1000}").with_regex(true))
             .unwrap_err();
         assert!(err.to_string().contains("exceeds"), "{err}");
+    }
+
+    #[test]
+    fn ascii_fast_path_matches_what_the_unicode_regex_matches() {
+        let texts = [
+            "GitHub create_issue",
+            "Créer un ticket",
+            "pull-request über",
+            "日本語のテキスト x",
+            "cursor CURSOR",
+            "line\nnext_list",
+            "naïve café résumé",
+            "x_list",
+            "a.b and a+b",
+            "",
+        ];
+        let patterns = [
+            "cursor",
+            "^github_.*issue",
+            "delete|remove",
+            "^[a-z]+_list",
+            "(a+)+$",
+            "caf.*",
+            "r.+sum",
+            "ti[c-k]ket",
+            "a\\.b",
+            "a\\+b$",
+            "CREATE|ticket",
+        ];
+        for p in patterns {
+            assert!(ascii_fast_path_is_exact(p), "{p}");
+            for multi_line in [true, false] {
+                let fast = compiled(p, multi_line, true).unwrap();
+                let unicode = compiled(p, multi_line, false).unwrap();
+                assert!(matches!(fast, Pattern::Ascii(_)) && matches!(unicode, Pattern::Unicode(_)));
+                for t in texts {
+                    assert_eq!(fast.is_match(t), unicode.is_match(t), "{p:?} on {t:?}");
+                    assert_eq!(fast.find_at(t, 0), unicode.find_at(t, 0), "{p:?} on {t:?}");
+                }
+            }
+        }
+        for p in [
+            "a.b",
+            "caf.",
+            "\\bcaf",
+            "\\w+",
+            "[^a]",
+            "über",
+            "(?-i)x",
+            "\\x41",
+            "pull.?request",
+        ] {
+            assert!(!ascii_fast_path_is_exact(p), "{p}");
+        }
+        // A catalog holding a character that folds onto an ASCII letter keeps the Unicode regex, which finds it.
+        let index = SearchIndex::build(vec![doc("s", "temp", "200 \u{212A} max"), doc("t", "other", "nothing")]);
+        assert!(index.fold_traps);
+        let page = index.search(&SearchQuery::new("200 k").with_regex(true)).unwrap();
+        assert_eq!(names(&page), ["s_temp"]);
+        let plain = SearchIndex::build(vec![doc("s", "temp", "200 K max")]);
+        assert!(!plain.fold_traps);
+        let page = plain.search(&SearchQuery::new("200 k").with_regex(true)).unwrap();
+        assert_eq!(names(&page), ["s_temp"]);
     }
 
     #[test]

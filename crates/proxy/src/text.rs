@@ -319,6 +319,9 @@ pub fn instructions_text(server: &str, instructions: Option<&str>) -> String {
     }
 }
 
+/// Appended to a search hit's name when `approveTools` gates the tool: the user is asked before each call.
+pub const APPROVAL_MARK: &str = " [needs approval]";
+
 /// A server a search did not cover, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SkippedServer {
@@ -359,6 +362,9 @@ pub fn search_text(query: &SearchQuery, page: &SearchPage<'_>, skipped: &[Skippe
         out.push_str(":\n");
         for hit in &page.hits {
             out.push_str(&format!("\n{}", hit.doc.name));
+            if hit.doc.needs_approval {
+                out.push_str(APPROVAL_MARK);
+            }
             let description = one_line(&hit.doc.description, SEARCH_DESCRIPTION_CHARS);
             if !description.is_empty() {
                 out.push_str(&format!(" — {description}"));
@@ -467,6 +473,7 @@ mod tests {
             description: description.to_string(),
             keywords: Vec::new(),
             input_schema: schema,
+            needs_approval: false,
         }
     }
 
@@ -733,5 +740,26 @@ mod tests {
         }
         assert_eq!(one_line("  first\nsecond", 80), "first");
         assert_eq!(quoted("a\"b"), "\"a\\\"b\"");
+    }
+
+    #[test]
+    fn search_marks_tools_that_need_approval() {
+        let mut gated = tool("everything", "delete_all", "Deletes everything", json!({}));
+        gated.needs_approval = true;
+        let index = SearchIndex::build(vec![
+            gated,
+            tool("everything", "delete_one", "Deletes one thing", json!({})),
+        ]);
+        let q = SearchQuery::new("delete");
+        let page = index.search(&q).unwrap();
+        insta::assert_snapshot!(search_text(&q, &page, &[]), @r#"
+        2 tools match "delete":
+
+        everything_delete_all [needs approval] — Deletes everything
+          {}
+
+        everything_delete_one — Deletes one thing
+          {}
+        "#);
     }
 }

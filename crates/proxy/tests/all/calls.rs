@@ -277,3 +277,45 @@ async fn approval_fails_closed_without_a_way_to_ask() {
     assert_ok(&r);
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_and_describe_mark_the_tools_that_need_approval() {
+    let env = start(json!({
+        "settings": { "approveTools": ["ec*"] },
+        "mcpServers": { "fx": stdio(&[]) },
+    }))
+    .await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    let r = env.mcp(json!({ "search": "echo" })).await;
+    assert_ok(&r);
+    let text = r.text();
+    assert!(text.contains("\nfx_echo [needs approval] — "), "{text}");
+    let r = env.mcp(json!({ "search": "fx_add" })).await;
+    let text = r.text();
+    assert!(
+        text.contains("\nfx_add — "),
+        "tools the globs do not name are not marked: {text}"
+    );
+    assert!(!text.contains("fx_add [needs approval]"), "{text}");
+    let r = env.mcp(json!({ "describe": "fx_echo" })).await;
+    assert!(r.text().contains(pimcp_proxy::APPROVAL_NOTE), "{}", r.text());
+    let r = env.mcp(json!({ "describe": "fx_add" })).await;
+    assert!(!r.text().contains(pimcp_proxy::APPROVAL_NOTE), "{}", r.text());
+
+    // The server's own rule wins over the global one, and a reload re-marks the results.
+    let mut fx = stdio(&[]);
+    fx["approveTools"] = json!(["add"]);
+    let next = load(
+        &json!({ "settings": { "approveTools": ["ec*"] }, "mcpServers": { "fx": fx } }),
+        env.dir.path(),
+    );
+    env.proxy.reconfigure(next).await.unwrap();
+    let echo = env.proxy.search(&pimcp_proxy::SearchQuery::new("fx_echo")).unwrap();
+    assert_eq!(echo.hits[0].doc.name, "fx_echo");
+    assert!(!echo.hits[0].doc.needs_approval, "{}", echo.text());
+    let add = env.proxy.search(&pimcp_proxy::SearchQuery::new("fx_add")).unwrap();
+    assert_eq!(add.hits[0].doc.name, "fx_add");
+    assert!(add.hits[0].doc.needs_approval, "{}", add.text());
+    assert!(add.text().contains("fx_add [needs approval]"), "{}", add.text());
+    env.shutdown().await;
+}
