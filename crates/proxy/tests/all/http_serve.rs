@@ -445,3 +445,126 @@ async fn attach_relays_a_host_to_a_running_instance() {
     assert_eq!(count_events(&served.path("fx.log"), "start", None), 1);
     served.stop().await;
 }
+
+/// A host that records the `notifications/message` it receives.
+#[derive(Clone, Default)]
+struct LogHost {
+    messages: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+}
+
+impl LogHost {
+    fn seen(&self) -> Vec<(String, Value)> {
+        self.messages.lock().unwrap().clone()
+    }
+
+    /// Waits until a message matches `want`.
+    async fn wait_for(&self, want: impl Fn(&str, &Value) -> bool) {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        while !self.seen().iter().any(|(level, data)| want(level, data)) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no matching log message; got {:?}",
+                self.seen()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[allow(deprecated)] // logging is SEP-2577-deprecated but still on the wire
+impl rmcp::ClientHandler for LogHost {
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _ctx: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        assert_eq!(params.logger.as_deref(), Some("pimcp"));
+        let level = serde_json::to_value(params.level).unwrap().as_str().unwrap().to_owned();
+        self.messages.lock().unwrap().push((level, params.data));
+    }
+}
+
+#[allow(deprecated)]
+async fn set_level(client: &RunningService<RoleClient, LogHost>, level: rmcp::model::LoggingLevel) {
+    tokio::time::timeout(DEADLINE, client.set_level(rmcp::model::SetLevelRequestParams::new(level)))
+        .await
+        .expect("setLevel answered in time")
+        .unwrap();
+}
+
+fn state_is(data: &Value, server: &str, state: &str) -> bool {
+    data["event"] == "server-state" && data["server"] == server && data["state"] == state
+}
+
+#[allow(deprecated)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_levels_are_per_session_and_filter_the_server_state_notices() {
+    let config = json!({ "mcpServers": {
+        "fx": stdio(&[]),
+        "gone": { "command": "/nonexistent/pimcp-test-no-such-server" },
+    } });
+    let served = serve(config, HttpOptions::default(), DEADLINE).await;
+    let connect = |h: LogHost| {
+        let url = served.url();
+        async move {
+            h.serve(StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url),
+            ))
+            .await
+            .unwrap()
+        }
+    };
+    let (verbose, terse, silent) = (LogHost::default(), LogHost::default(), LogHost::default());
+    let a = connect(verbose.clone()).await;
+    let b = connect(terse.clone()).await;
+    let c = connect(silent.clone()).await;
+    assert!(
+        a.peer_info().unwrap().capabilities.logging.is_some(),
+        "pimcp declares the logging capability"
+    );
+    set_level(&a, rmcp::model::LoggingLevel::Info).await;
+    set_level(&b, rmcp::model::LoggingLevel::Warning).await;
+
+    // `fx` becomes ready (info); `gone` cannot start (warning or worse).
+    let mut params = CallToolRequestParams::new("mcp");
+    params.arguments = json!({ "tool": "fx_echo", "args": { "text": "hi" } }).as_object().cloned();
+    let r = tokio::time::timeout(DEADLINE, a.call_tool(params)).await.unwrap().unwrap();
+    assert_eq!(text_of(&r), "hi");
+    verbose
+        .wait_for(|level, data| level == "info" && state_is(data, "fx", "ready"))
+        .await;
+    let mut params = CallToolRequestParams::new("mcp");
+    params.arguments = json!({ "connect": "gone" }).as_object().cloned();
+    tokio::time::timeout(DEADLINE, c.call_tool(params)).await.unwrap().unwrap();
+    let failed = |level: &str, data: &Value| {
+        matches!(level, "warning" | "error") && data["server"] == "gone" && data["state"] != "connecting"
+    };
+    verbose.wait_for(failed).await;
+    // Messages to one session go out in event order: `terse` got the failure, so it would have got `ready` before.
+    terse.wait_for(failed).await;
+    let terse_levels: Vec<String> = terse.seen().into_iter().map(|(level, _)| level).collect();
+    assert!(
+        terse_levels.iter().all(|l| l == "warning" || l == "error"),
+        "a warning-level session only gets warnings and worse: {:?}",
+        terse.seen()
+    );
+    assert!(
+        !verbose.seen().iter().any(|(level, _)| level == "debug"),
+        "an info-level session gets no debug notices: {:?}",
+        verbose.seen()
+    );
+    assert!(silent.seen().is_empty(), "a session that never set a level gets no messages");
+
+    // Lowering the level lets the debug notices through for that session only.
+    set_level(&b, rmcp::model::LoggingLevel::Debug).await;
+    let mut params = CallToolRequestParams::new("mcp");
+    params.arguments = json!({ "connect": "gone" }).as_object().cloned();
+    tokio::time::timeout(DEADLINE, c.call_tool(params)).await.unwrap().unwrap();
+    terse
+        .wait_for(|level, data| level == "debug" && state_is(data, "gone", "connecting"))
+        .await;
+    for client in [a, b, c] {
+        client.cancel().await.unwrap();
+    }
+    served.stop().await;
+}
