@@ -15,6 +15,8 @@ mod fixture;
 mod flows;
 #[path = "all/refresh.rs"]
 mod refresh;
+#[path = "all/secret_service.rs"]
+mod secret_service;
 #[path = "all/secrets.rs"]
 mod secrets;
 #[path = "all/stores.rs"]

@@ -1,5 +1,6 @@
-//! [`KeyringStore`]: records as JSON in the OS credential store through `keyring-core`, with the store chosen
-//! explicitly per platform (Linux: kernel keyutils, which works headless).
+//! [`KeyringStore`]: records as JSON in the OS credential store through `keyring-core`, and the explicit choice of
+//! store per platform: Linux uses Secret Service when a D-Bus session answers, else kernel keyutils (headless);
+//! other platforms fail closed for now.
 //!
 //! All keyring calls run on one dedicated thread. Keyring calls block (syscalls or D-Bus round trips), and on
 //! Linux the keyutils *session keyring* is part of a thread's credentials: the worker thread joins a fresh session
@@ -42,13 +43,17 @@ impl std::fmt::Debug for KeyringStore {
 impl KeyringStore {
     /// The platform's credential store under [`KEYRING_SERVICE`], probed with a write/read/delete round trip.
     /// Fails with [`Error::NoTokenStore`] (naming `settings.tokenStore: "file"`) when it cannot be used.
+    ///
+    /// Which store: on Linux, Secret Service when `DBUS_SESSION_BUS_ADDRESS` is set and the service answers with an
+    /// unlocked default collection (within 15 s), otherwise kernel keyutils after joining a session keyring.
     pub async fn open_default() -> Result<KeyringStore> {
-        KeyringStore::open_with(platform_store, KEYRING_SERVICE).await
+        open_platform(KEYRING_SERVICE).await
     }
 
-    /// The platform's credential store under another service name (tests use a unique one).
+    /// The platform's credential store under another service name (tests use a unique one), chosen as in
+    /// [`KeyringStore::open_default`].
     pub async fn open_with_service(service: &str) -> Result<KeyringStore> {
-        KeyringStore::open_with(platform_store, service).await
+        open_platform(service).await
     }
 
     /// A store built by `factory` on the worker thread (after the Linux session-keyring join), under `service`.
@@ -92,10 +97,10 @@ impl KeyringStore {
         let service = self.service.clone();
         self.run(move |store| {
             let entry = Entry::new_in_store(store, &service, PROBE_ACCOUNT).map_err(store_error)?;
-            entry.set_password("probe").map_err(store_error)?;
-            let back = entry.get_password().map_err(store_error)?;
+            entry.set_secret(b"probe").map_err(store_error)?;
+            let back = entry.get_secret().map_err(store_error)?;
             let _ = entry.delete_credential();
-            if back == "probe" {
+            if back == b"probe" {
                 Ok(())
             } else {
                 Err(Error::Store {
@@ -150,43 +155,68 @@ where
     }
 }
 
-/// The store for this platform, built on the worker thread.
-fn platform_store() -> std::result::Result<Arc<CredentialStore>, String> {
-    #[cfg(target_os = "linux")]
-    {
-        join_new_session_keyring().map_err(|e| format!("cannot join a session keyring (keyctl): {e}"))?;
-        let store = linux_keyutils_keyring_store::Store::new().map_err(|e| keyring_reason(&e))?;
-        Ok(store)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        Err("pimcp has no OS credential store for this platform yet".to_string())
+/// How long the Secret Service may take to answer the start-up probe before pimcp falls back to keyutils. A provider
+/// that opens an unlock prompt never answers a headless process; the worker thread stuck on it is left behind.
+#[cfg(target_os = "linux")]
+const SECRET_SERVICE_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The reason inside a failed open (they are all [`Error::NoTokenStore`]).
+#[cfg(target_os = "linux")]
+fn open_reason(err: Error) -> String {
+    match err {
+        Error::NoTokenStore { reason } => reason,
+        other => other.to_string(),
     }
 }
 
-/// Give the calling thread its own anonymous session keyring, like `keyctl new_session`.
-///
-/// Without one (containers, CI, services, `su`), keys land in the user-session keyring without possessor rights and
-/// linking them into the persistent keyring fails with `EACCES`. Session keyrings belong to the thread's
-/// credentials, so this affects only the keyring worker thread.
+/// Linux: Secret Service when a D-Bus session is configured and answers, else kernel keyutils.
 #[cfg(target_os = "linux")]
-fn join_new_session_keyring() -> std::io::Result<i64> {
-    const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
-    // SAFETY: keyctl(KEYCTL_JOIN_SESSION_KEYRING, name) reads `name` only; NULL asks for a new anonymous keyring,
-    // so no pointer we own is passed and no memory is written.
-    #[allow(unsafe_code)]
-    let id = unsafe {
-        libc::syscall(
-            libc::SYS_keyctl,
-            KEYCTL_JOIN_SESSION_KEYRING,
-            std::ptr::null::<libc::c_char>(),
-        )
-    };
-    if id < 0 {
-        Err(std::io::Error::last_os_error())
+async fn open_platform(service: &str) -> Result<KeyringStore> {
+    use crate::store::keyutils::keyutils_store;
+    use crate::store::secret_service::{secret_service_store, session_bus_configured};
+
+    open_linux(service, session_bus_configured(), secret_service_store, keyutils_store).await
+}
+
+/// The Linux selection rule over two store factories: with a session bus, try `secret_service` (probed, within
+/// [`SECRET_SERVICE_WAIT`]); otherwise, or when it fails, `keyutils`; neither → [`Error::NoTokenStore`] with both
+/// reasons (its message names `settings.tokenStore: "file"`).
+#[cfg(target_os = "linux")]
+async fn open_linux<S, K>(service: &str, session_bus: bool, secret_service: S, keyutils: K) -> Result<KeyringStore>
+where
+    S: FnOnce() -> std::result::Result<Arc<CredentialStore>, String> + Send + 'static,
+    K: FnOnce() -> std::result::Result<Arc<CredentialStore>, String> + Send + 'static,
+{
+    use crate::store::secret_service::SESSION_BUS_ENV;
+
+    let secret_service_reason = if session_bus {
+        let attempt = tokio::time::timeout(SECRET_SERVICE_WAIT, KeyringStore::open_with(secret_service, service)).await;
+        let reason = match attempt {
+            Ok(Ok(store)) => return Ok(store),
+            Ok(Err(err)) => open_reason(err),
+            Err(_) => format!(
+                "Secret Service did not answer within {} s",
+                SECRET_SERVICE_WAIT.as_secs()
+            ),
+        };
+        tracing::info!(%reason, "Secret Service is not usable; using kernel keyutils for oauth tokens");
+        reason
     } else {
-        Ok(id)
-    }
+        format!("{SESSION_BUS_ENV} is not set, so no Secret Service")
+    };
+    KeyringStore::open_with(keyutils, service)
+        .await
+        .map_err(|err| Error::NoTokenStore {
+            reason: format!("{secret_service_reason}; kernel keyutils: {}", open_reason(err)),
+        })
+}
+
+/// Other platforms have no OS credential store in pimcp: fail closed (the error names the file store).
+#[cfg(not(target_os = "linux"))]
+async fn open_platform(_service: &str) -> Result<KeyringStore> {
+    Err(Error::NoTokenStore {
+        reason: "pimcp has no OS credential store for this platform".into(),
+    })
 }
 
 /// A keyring error as text, without the payload bytes some variants carry.
@@ -226,8 +256,14 @@ impl TokenStore for KeyringStore {
         let account = key.account();
         self.run(move |store| {
             let entry = Entry::new_in_store(store, &service, &account).map_err(store_error)?;
-            match entry.get_password() {
-                Ok(json) => TokenRecord::from_json(&json).map(Some),
+            match entry.get_secret() {
+                Ok(bytes) => {
+                    let json = String::from_utf8(bytes).map_err(|_| Error::Store {
+                        store: "keyring",
+                        reason: "stored value is not UTF-8".into(),
+                    })?;
+                    TokenRecord::from_json(&json).map(Some)
+                }
                 Err(keyring_core::Error::NoEntry) => Ok(None),
                 Err(e) => Err(store_error(e)),
             }
@@ -241,7 +277,7 @@ impl TokenStore for KeyringStore {
         let json = record.to_json_compact()?;
         self.run(move |store| {
             let entry = Entry::new_in_store(store, &service, &account).map_err(store_error)?;
-            entry.set_password(&json).map_err(store_error)
+            entry.set_secret(json.as_bytes()).map_err(store_error)
         })
         .await
     }
@@ -257,5 +293,97 @@ impl TokenStore for KeyringStore {
             }
         })
         .await
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    type Factory = Box<dyn FnOnce() -> std::result::Result<Arc<CredentialStore>, String> + Send>;
+
+    /// A factory that records that it ran and then builds a mock store (or fails with `fail`).
+    fn factory(ran: &Arc<AtomicBool>, fail: Option<&str>) -> Factory {
+        let ran = ran.clone();
+        let fail = fail.map(str::to_string);
+        Box::new(move || {
+            ran.store(true, Ordering::SeqCst);
+            match fail {
+                Some(reason) => Err(reason),
+                None => keyring_core::mock::Store::new()
+                    .map(|s| s as Arc<CredentialStore>)
+                    .map_err(|e| e.to_string()),
+            }
+        })
+    }
+
+    struct Ran {
+        secret_service: Arc<AtomicBool>,
+        keyutils: Arc<AtomicBool>,
+    }
+
+    async fn open(session_bus: bool, ss_fail: Option<&str>, ku_fail: Option<&str>) -> (Result<KeyringStore>, Ran) {
+        let ran = Ran {
+            secret_service: Arc::new(AtomicBool::new(false)),
+            keyutils: Arc::new(AtomicBool::new(false)),
+        };
+        let result = open_linux(
+            "pimcp.unit",
+            session_bus,
+            factory(&ran.secret_service, ss_fail),
+            factory(&ran.keyutils, ku_fail),
+        )
+        .await;
+        (result, ran)
+    }
+
+    #[tokio::test]
+    async fn a_session_bus_with_a_working_secret_service_wins() {
+        let (store, ran) = open(true, None, None).await;
+        assert!(store.is_ok());
+        assert!(ran.secret_service.load(Ordering::SeqCst));
+        assert!(!ran.keyutils.load(Ordering::SeqCst), "keyutils is not opened");
+    }
+
+    #[tokio::test]
+    async fn without_a_session_bus_secret_service_is_not_tried() {
+        let (store, ran) = open(false, None, None).await;
+        assert!(store.is_ok());
+        assert!(!ran.secret_service.load(Ordering::SeqCst));
+        assert!(ran.keyutils.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn a_failing_secret_service_falls_back_to_keyutils() {
+        let (store, ran) = open(true, Some("ServiceUnknown: org.freedesktop.secrets"), None).await;
+        assert!(store.is_ok());
+        assert!(ran.secret_service.load(Ordering::SeqCst));
+        assert!(ran.keyutils.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn neither_store_fails_closed_with_both_reasons_and_the_opt_in() {
+        let (store, _) = open(true, Some("collection is locked"), Some("keyctl: EPERM")).await;
+        let err = store.unwrap_err();
+        assert!(matches!(err, Error::NoTokenStore { .. }), "{err:?}");
+        let text = err.to_string();
+        for part in [
+            "collection is locked",
+            "kernel keyutils: keyctl: EPERM",
+            "settings.tokenStore: \"file\"",
+        ] {
+            assert!(text.contains(part), "`{part}` missing from: {text}");
+        }
+
+        let (store, _) = open(false, None, Some("keyctl: EPERM")).await;
+        let text = store.unwrap_err().to_string();
+        assert!(
+            text.contains("DBUS_SESSION_BUS_ADDRESS is not set") && text.contains("settings.tokenStore: \"file\""),
+            "{text}"
+        );
     }
 }

@@ -3,8 +3,12 @@
 
 mod file;
 mod keyring;
+#[cfg(target_os = "linux")]
+mod keyutils;
 mod legacy;
 mod memory;
+#[cfg(target_os = "linux")]
+mod secret_service;
 
 use std::path::Path;
 use std::sync::Arc;

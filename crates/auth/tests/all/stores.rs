@@ -160,7 +160,12 @@ async fn legacy_token_files_are_imported_once() {
 }
 
 fn tool(args: &[&str]) -> String {
-    let out = Command::new(token_tool()).args(args).output().unwrap();
+    // No session bus: the child uses kernel keyutils even where a Secret Service runs (see secret_service.rs).
+    let out = Command::new(token_tool())
+        .args(args)
+        .env_remove("DBUS_SESSION_BUS_ADDRESS")
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "token_tool {args:?} failed: {}",
