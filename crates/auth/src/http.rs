@@ -26,35 +26,43 @@ pub(crate) struct Fetched {
     pub body: Vec<u8>,
 }
 
-/// The HTTP client used for discovery, registration and token requests.
+/// The HTTP client used for discovery, registration and token requests. Clones share one client.
 #[derive(Debug, Clone)]
 pub struct OAuthHttp {
-    client: reqwest::Client,
+    /// Built on first use: building loads the system root certificates, which a runtime that never runs an OAuth
+    /// flow should not pay for at start.
+    client: std::sync::Arc<std::sync::OnceLock<reqwest::Client>>,
 }
 
 impl OAuthHttp {
-    /// A client with no automatic redirects and the [`OAUTH_HTTP_TIMEOUT`].
+    /// A client with no automatic redirects and the [`OAUTH_HTTP_TIMEOUT`], built when first used.
     pub fn new() -> Result<OAuthHttp> {
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(OAUTH_HTTP_TIMEOUT)
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| Error::Http {
-                what: "http client setup",
-                url: String::new(),
-                reason: http_reason(&e),
-            })?;
-        Ok(OAuthHttp { client })
+        Ok(OAuthHttp {
+            client: std::sync::Arc::default(),
+        })
     }
 
     /// Use a caller's client (proxy, TLS roots). It must be built with `redirect(Policy::none())`.
     pub fn from_client(client: reqwest::Client) -> OAuthHttp {
-        OAuthHttp { client }
+        OAuthHttp {
+            client: std::sync::Arc::new(client.into()),
+        }
     }
 
     pub(crate) fn client(&self) -> &reqwest::Client {
-        &self.client
+        self.client.get_or_init(|| {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(OAUTH_HTTP_TIMEOUT)
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .unwrap_or_else(|e| {
+                    // Only a TLS backend that cannot initialize fails here; the stock client then fails its requests
+                    // with the same cause, reported per request.
+                    tracing::warn!(reason = %http_reason(&e), "building the OAuth HTTP client failed");
+                    reqwest::Client::default()
+                })
+        })
     }
 
     /// GET `url` following same-origin redirects only.
@@ -62,7 +70,7 @@ impl OAuthHttp {
         let mut current = url.clone();
         for _ in 0..=MAX_DISCOVERY_REDIRECTS {
             let request = self
-                .client
+                .client()
                 .get(current.clone())
                 .header("accept", "application/json")
                 .header("mcp-protocol-version", DISCOVERY_PROTOCOL_VERSION);
