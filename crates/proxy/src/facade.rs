@@ -716,8 +716,11 @@ impl Proxy {
 
     fn check_args(&self, tool: &CatalogTool, args: &Map<String, Value>) -> std::result::Result<(), ProxyError> {
         let validator = self.validator(tool);
-        let schema_value = Value::Object((*tool.input_schema).clone());
-        check_not_nested(args, &schema_value).map_err(ProxyError::from)?;
+        // Only `tool`/`args` keys can be nested gateway parameters: the schema copy is skipped on ordinary calls.
+        if args.contains_key("tool") || args.contains_key("args") {
+            let schema_value = Value::Object((*tool.input_schema).clone());
+            check_not_nested(args, &schema_value).map_err(ProxyError::from)?;
+        }
         validator.check(args).map_err(ProxyError::from)
     }
 
