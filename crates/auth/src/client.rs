@@ -1,7 +1,9 @@
 //! [`OAuthClient`]: the OAuth 2.1 client of one MCP server — authorization code with PKCE S256 (start, then
 //! complete from a redirect URL or a bare code), client registration (pre-registered, client ID metadata document,
 //! RFC 7591 dynamic registration), scope selection and step-up, refresh, and the `client_credentials` grant with a
-//! client secret or an RFC 7523 `private_key_jwt` assertion. Token requests carry the RFC 8707 `resource`.
+//! client secret or an RFC 7523 `private_key_jwt` assertion, and SEP-990 enterprise-managed authorization (an ID
+//! token exchanged for an ID-JAG at the IdP by RFC 8693, then the RFC 7523 `jwt-bearer` grant at the MCP server's
+//! authorization server). Token requests carry the RFC 8707 `resource`.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -26,6 +28,14 @@ pub const MAX_AUTHORIZATION_ATTEMPTS: u32 = 3;
 pub const PENDING_FLOW_TTL: Duration = Duration::from_secs(10 * 60);
 /// How long the unauthenticated probe for a `WWW-Authenticate` challenge may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// RFC 7523 `jwt-bearer` grant type (SEP-990 presents the ID-JAG with it).
+pub const JWT_BEARER_GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
+/// RFC 8693 token exchange grant type.
+pub const TOKEN_EXCHANGE_GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+/// RFC 8693 token type of an OpenID Connect ID token.
+const TOKEN_TYPE_ID_TOKEN: &str = "urn:ietf:params:oauth:token-type:id_token";
+/// Token type of an Identity Assertion JWT Authorization Grant (draft-ietf-oauth-identity-assertion-authz-grant).
+pub const TOKEN_TYPE_ID_JAG: &str = "urn:ietf:params:oauth:token-type:id-jag";
 /// Client name sent in dynamic registration when `oauth.clientName` is not set.
 pub const DEFAULT_CLIENT_NAME: &str = "pimcp";
 /// Parameters this client sets itself; `oauth.authorizationParams` cannot override them.
@@ -161,6 +171,9 @@ struct RedirectParams {
 #[derive(Deserialize)]
 struct TokenResponse {
     access_token: String,
+    /// RFC 8693: what a token exchange issued.
+    #[serde(default)]
+    issued_token_type: Option<String>,
     #[serde(default)]
     token_type: Option<String>,
     #[serde(default)]
@@ -244,6 +257,23 @@ impl OAuthClient {
         self.inner.config.grant_type
     }
 
+    /// Whether tokens come without a person (`client_credentials`, `identity_assertion`): no browser login, and
+    /// [`OAuthClient::obtain`] gets a new token whenever one is needed.
+    pub fn is_machine_grant(&self) -> bool {
+        self.inner.config.grant_type != OAuthGrant::AuthorizationCode
+    }
+
+    /// A new token by the configured machine grant (see [`OAuthClient::is_machine_grant`]).
+    pub async fn obtain(&self) -> Result<TokenRecord> {
+        match self.inner.config.grant_type {
+            OAuthGrant::ClientCredentials => self.client_credentials().await,
+            OAuthGrant::IdentityAssertion => self.identity_assertion().await,
+            OAuthGrant::AuthorizationCode => {
+                Err(self.needs_auth("the authorization_code grant needs a login (no machine grant is configured)"))
+            }
+        }
+    }
+
     /// Discovery for this server (protected-resource metadata, then authorization-server metadata).
     #[tracing::instrument(name = "auth_discover", level = "info", skip_all, fields(server = %self.inner.server))]
     pub async fn discover(&self, challenge: Option<&Challenge>) -> Result<Discovered> {
@@ -258,8 +288,10 @@ impl OAuthClient {
     /// Returns the URL to open; finish with [`OAuthClient::complete`].
     #[tracing::instrument(name = "auth_start_authorization", level = "info", skip_all, fields(server = %self.inner.server))]
     pub async fn start_authorization(&self, request: AuthorizationRequest) -> Result<AuthorizationStart> {
-        if self.inner.config.grant_type == OAuthGrant::ClientCredentials {
-            return Err(self.config_error("the server uses the client_credentials grant; there is no browser login"));
+        if self.is_machine_grant() {
+            return Err(self.config_error(
+                "the server uses a machine grant (client_credentials or identity_assertion); there is no browser login",
+            ));
         }
         let redirect =
             Url::parse(&request.redirect_uri).map_err(|_| self.config_error("the redirect URI is not a valid URL"))?;
@@ -504,8 +536,8 @@ impl OAuthClient {
     /// refresh token is [`Error::NeedsAuth`]; `record` itself is never changed.
     #[tracing::instrument(name = "auth_refresh", level = "info", skip_all, fields(server = %self.inner.server))]
     pub async fn refresh(&self, record: &TokenRecord) -> Result<TokenRecord> {
-        if self.inner.config.grant_type == OAuthGrant::ClientCredentials {
-            return self.client_credentials().await;
+        if self.is_machine_grant() {
+            return self.obtain().await;
         }
         let Some(refresh_token) = record.refresh_token.clone() else {
             return Err(self.needs_auth("the access token expired and there is no refresh token"));
@@ -571,39 +603,13 @@ impl OAuthClient {
             .clone()
             .ok_or_else(|| self.config_error("the client_credentials grant needs `oauth.clientId`"))?;
         if self.inner.private_key_pem.is_none() && self.inner.client_secret.is_none() {
-            return Err(self.config_error("the client_credentials grant needs `oauth.clientSecret` or a private key"));
+            return Err(self
+                .config_error("the client_credentials grant needs `oauth.clientSecret` or `oauth.clientPrivateKey`"));
         }
         let discovered = self.discover(None).await?;
         let token_endpoint = self.token_endpoint(&discovered)?;
-        let metadata = &discovered.metadata;
-        let (client_secret, auth_method) = match (&self.inner.private_key_pem, &self.inner.client_secret) {
-            (Some(_), _) => (None, TokenEndpointAuthMethod::PrivateKeyJwt),
-            (None, secret) => {
-                let method = if metadata.supports_auth_method("client_secret_basic") {
-                    TokenEndpointAuthMethod::ClientSecretBasic
-                } else if metadata.supports_auth_method("client_secret_post") {
-                    TokenEndpointAuthMethod::ClientSecretPost
-                } else {
-                    TokenEndpointAuthMethod::ClientSecretBasic
-                };
-                (secret.clone(), method)
-            }
-        };
-        let client = ClientRegistration {
-            client_id,
-            client_secret,
-            issuer: discovered.issuer.clone(),
-            pre_registered: true,
-            auth_method,
-            ..ClientRegistration::default()
-        };
-        let scope = self.inner.config.scope.clone().or_else(|| {
-            discovered
-                .resource_metadata
-                .as_ref()
-                .map(|p| p.scopes_supported.join(" "))
-                .filter(|s| !s.is_empty())
-        });
+        let client = self.configured_client(client_id, &discovered);
+        let scope = self.machine_scope(&discovered);
         let mut form = vec![
             ("grant_type", "client_credentials".to_string()),
             ("resource", discovered.resource.clone()),
@@ -619,6 +625,194 @@ impl OAuthClient {
             issuer: discovered.issuer.clone(),
             resource: Some(discovered.resource.clone()),
             ..self.record_from(response, None, scope, client, token_endpoint)
+        })
+    }
+
+    /// SEP-990 enterprise-managed authorization (`grantType: "identity_assertion"`, `oauth.identityAssertion`):
+    ///
+    /// 1. discovery of the MCP server's authorization server (its issuer is the ID-JAG's audience);
+    /// 2. RFC 8693 token exchange at the IdP's token endpoint (`idpTokenEndpoint`, else the OpenID metadata of
+    ///    `idpIssuer`): the user's ID token (`idToken`, resolved now so a `!command` can print a fresh one) as
+    ///    `subject_token`, `requested_token_type` ID-JAG, `audience` = the issuer, `resource` = the MCP resource,
+    ///    authenticated as `idpClientId` (with `idpClientSecret` by `client_secret_post` when set);
+    /// 3. the RFC 7523 `jwt-bearer` grant at the authorization server with the ID-JAG as `assertion`, authenticated
+    ///    as `oauth.clientId` like `client_credentials` (secret or `private_key_jwt`), or as the client ID metadata
+    ///    document URL (`oauth.clientMetadataUrl`) without a secret.
+    ///
+    /// No refresh token is expected: a new exchange runs whenever the token is about to expire.
+    #[tracing::instrument(name = "auth_identity_assertion", level = "info", skip_all, fields(server = %self.inner.server))]
+    pub async fn identity_assertion(&self) -> Result<TokenRecord> {
+        let ia = self
+            .inner
+            .config
+            .identity_assertion
+            .clone()
+            .ok_or_else(|| self.config_error("the identity_assertion grant needs `oauth.identityAssertion`"))?;
+        let idp_client_id = ia
+            .idp_client_id
+            .clone()
+            .ok_or_else(|| self.config_error("`oauth.identityAssertion` needs `idpClientId`"))?;
+        let id_token_value = ia
+            .id_token
+            .clone()
+            .ok_or_else(|| self.config_error("`oauth.identityAssertion` needs `idToken`"))?;
+        let client_id = self
+            .inner
+            .config
+            .client_id
+            .clone()
+            .or_else(|| self.inner.config.client_metadata_url.clone())
+            .ok_or_else(|| {
+                self.config_error("the identity_assertion grant needs `oauth.clientId` (or `oauth.clientMetadataUrl`)")
+            })?;
+
+        let discovered = self.discover(None).await?;
+        let token_endpoint = self.token_endpoint(&discovered)?;
+        let audience = discovered.issuer.clone().ok_or_else(|| Error::Discovery {
+            url: display_url(self.inner.server_url.as_str()),
+            reason: "the authorization server has no issuer identifier to name as the ID-JAG audience".into(),
+        })?;
+        let idp_endpoint = self.idp_token_endpoint(&ia).await?;
+        let id_token = resolve_secret(id_token_value, "oauth.identityAssertion.idToken", &self.inner.server).await?;
+        let idp_secret = match ia.idp_client_secret.clone() {
+            Some(value) => {
+                Some(resolve_secret(value, "oauth.identityAssertion.idpClientSecret", &self.inner.server).await?)
+            }
+            None => None,
+        };
+        let scope = self.machine_scope(&discovered);
+
+        // Step 2: ID token → ID-JAG at the IdP.
+        let idp_client = ClientRegistration {
+            client_id: idp_client_id,
+            auth_method: if idp_secret.is_some() {
+                TokenEndpointAuthMethod::ClientSecretPost
+            } else {
+                TokenEndpointAuthMethod::None
+            },
+            client_secret: idp_secret,
+            pre_registered: true,
+            ..ClientRegistration::default()
+        };
+        let mut form = vec![
+            ("grant_type", TOKEN_EXCHANGE_GRANT.to_string()),
+            ("requested_token_type", TOKEN_TYPE_ID_JAG.to_string()),
+            ("audience", audience.clone()),
+            ("resource", discovered.resource.clone()),
+            ("subject_token", id_token.expose().to_string()),
+            ("subject_token_type", TOKEN_TYPE_ID_TOKEN.to_string()),
+        ];
+        if let Some(scope) = &scope {
+            form.push(("scope", scope.clone()));
+        }
+        let exchanged = self
+            .post_token_form(&idp_endpoint, &idp_client, &idp_endpoint, form, "token-exchange")
+            .await?;
+        if exchanged.issued_token_type.as_deref() != Some(TOKEN_TYPE_ID_JAG) {
+            return Err(Error::Http {
+                what: "token exchange",
+                url: display_url(&idp_endpoint),
+                reason: format!(
+                    "the identity provider issued `{}`, not an ID-JAG",
+                    exchanged
+                        .issued_token_type
+                        .as_deref()
+                        .map(remote_text)
+                        .unwrap_or_else(|| "no issued_token_type".into())
+                ),
+            });
+        }
+        let jag = Secret::new(exchanged.access_token);
+
+        // Step 3: ID-JAG → access token at the MCP server's authorization server.
+        let mut client = self.configured_client(client_id, &discovered);
+        if self.inner.config.client_id.is_none() {
+            // Client ID metadata document as the client ID (SEP-991): a public client.
+            client.client_secret = None;
+            client.auth_method = TokenEndpointAuthMethod::None;
+        }
+        let mut form = vec![
+            ("grant_type", JWT_BEARER_GRANT.to_string()),
+            ("assertion", jag.expose().to_string()),
+            ("resource", discovered.resource.clone()),
+        ];
+        if let Some(scope) = &scope {
+            form.push(("scope", scope.clone()));
+        }
+        let response = self
+            .token_request(&token_endpoint, &client, &audience, form, "jwt-bearer")
+            .await?;
+        tracing::info!(server = %self.inner.server, "oauth identity assertion exchanged");
+        Ok(TokenRecord {
+            issuer: discovered.issuer.clone(),
+            resource: Some(discovered.resource.clone()),
+            ..self.record_from(response, None, scope, client, token_endpoint)
+        })
+    }
+
+    /// The IdP's token endpoint: configured, else from the OpenID (or RFC 8414) metadata of `idpIssuer`, whose
+    /// `issuer` must be exactly `idpIssuer`. https only (plain http to loopback for tests).
+    async fn idp_token_endpoint(&self, ia: &pimcp_config::IdentityAssertionConfig) -> Result<String> {
+        let checked = |value: &str, what: &str| -> Result<Url> {
+            let url = Url::parse(value).map_err(|_| self.config_error(&format!("`{what}` is not a valid URL")))?;
+            if url.scheme() == "https" || (url.scheme() == "http" && crate::discovery::is_loopback(&url)) {
+                Ok(url)
+            } else {
+                Err(self.config_error(&format!("`{what}` must use https")))
+            }
+        };
+        if let Some(endpoint) = &ia.idp_token_endpoint {
+            return Ok(checked(endpoint, "oauth.identityAssertion.idpTokenEndpoint")?.to_string());
+        }
+        let issuer = ia
+            .idp_issuer
+            .as_deref()
+            .ok_or_else(|| self.config_error("`oauth.identityAssertion` needs `idpIssuer` or `idpTokenEndpoint`"))?;
+        let issuer_url = checked(issuer, "oauth.identityAssertion.idpIssuer")?;
+        let metadata = crate::discovery::issuer_metadata(&self.inner.http, &issuer_url, issuer).await?;
+        let endpoint = metadata.token_endpoint.ok_or_else(|| Error::Discovery {
+            url: display_url(issuer),
+            reason: "the identity provider's metadata has no `token_endpoint`".into(),
+        })?;
+        Ok(checked(&endpoint, "token_endpoint of the identity provider")?.to_string())
+    }
+
+    /// The pre-registered client of a machine grant: `private_key_jwt` when a key is configured, else the secret by
+    /// `client_secret_basic` when the server supports it, else `client_secret_post`.
+    fn configured_client(&self, client_id: String, discovered: &Discovered) -> ClientRegistration {
+        let metadata = &discovered.metadata;
+        let (client_secret, auth_method) = match (&self.inner.private_key_pem, &self.inner.client_secret) {
+            (Some(_), _) => (None, TokenEndpointAuthMethod::PrivateKeyJwt),
+            (None, None) => (None, TokenEndpointAuthMethod::None),
+            (None, secret) => {
+                let method = if metadata.supports_auth_method("client_secret_basic") {
+                    TokenEndpointAuthMethod::ClientSecretBasic
+                } else if metadata.supports_auth_method("client_secret_post") {
+                    TokenEndpointAuthMethod::ClientSecretPost
+                } else {
+                    TokenEndpointAuthMethod::ClientSecretBasic
+                };
+                (secret.clone(), method)
+            }
+        };
+        ClientRegistration {
+            client_id,
+            client_secret,
+            issuer: discovered.issuer.clone(),
+            pre_registered: true,
+            auth_method,
+            ..ClientRegistration::default()
+        }
+    }
+
+    /// Scope of a machine grant: `oauth.scope`, else the resource's `scopes_supported`, else none.
+    fn machine_scope(&self, discovered: &Discovered) -> Option<String> {
+        self.inner.config.scope.clone().or_else(|| {
+            discovered
+                .resource_metadata
+                .as_ref()
+                .map(|p| p.scopes_supported.join(" "))
+                .filter(|s| !s.is_empty())
         })
     }
 
@@ -862,8 +1056,30 @@ impl OAuthClient {
         })
     }
 
-    /// POST a token request with the client's authentication; errors never carry the request or response body.
+    /// POST a token request for a bearer access token; errors never carry the request or response body.
     async fn token_request(
+        &self,
+        endpoint: &str,
+        client: &ClientRegistration,
+        audience: &str,
+        form: Vec<(&'static str, String)>,
+        grant: &'static str,
+    ) -> Result<TokenResponse> {
+        let response = self.post_token_form(endpoint, client, audience, form, grant).await?;
+        if let Some(kind) = &response.token_type
+            && !kind.eq_ignore_ascii_case("bearer")
+        {
+            return Err(Error::Http {
+                what: "token request",
+                url: display_url(endpoint),
+                reason: format!("unsupported token type `{}`", remote_text(kind)),
+            });
+        }
+        Ok(response)
+    }
+
+    /// POST a form to a token endpoint with the client's authentication and read the token response.
+    async fn post_token_form(
         &self,
         endpoint: &str,
         client: &ClientRegistration,
@@ -930,15 +1146,6 @@ impl OAuthClient {
                     reason: "the response has an empty access token".into(),
                 });
             }
-            if let Some(kind) = &response.token_type
-                && !kind.eq_ignore_ascii_case("bearer")
-            {
-                return Err(Error::Http {
-                    what: "token request",
-                    url: display_url(endpoint),
-                    reason: format!("unsupported token type `{}`", remote_text(kind)),
-                });
-            }
             return Ok(response);
         }
         match serde_json::from_slice::<ErrorResponse>(&fetched.body) {
@@ -990,6 +1197,19 @@ impl OAuthClient {
             obtained_at_ms: now_ms(),
         }
     }
+}
+
+/// Resolve a `!command` / literal secret off the async threads; the error names the field, never the value.
+async fn resolve_secret(value: pimcp_config::SecretValue, field: &'static str, server: &str) -> Result<Secret> {
+    let resolved = tokio::task::spawn_blocking(move || value.resolve(field))
+        .await
+        .map_err(|e| Error::Task {
+            reason: format!("resolving {field}: {e}"),
+        })?;
+    resolved.map_err(|e| Error::Config {
+        server: server.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// Append `offline_access` when the authorization server lists it and some scope is requested at all.

@@ -427,6 +427,19 @@ pub(crate) fn as_metadata_urls(issuer: &Url) -> Vec<Url> {
     }
 }
 
+/// The metadata of a known issuer (RFC 8414 with path insertion, then OpenID Connect), whose `issuer` must be
+/// exactly `issuer` (RFC 8414 §3.3 / OpenID Discovery §4.3). Used for the SEP-990 identity provider.
+pub(crate) async fn issuer_metadata(http: &OAuthHttp, issuer_url: &Url, issuer: &str) -> Result<AuthServerMetadata> {
+    let metadata = find_as_metadata(http, issuer_url)
+        .await?
+        .ok_or_else(|| Error::Discovery {
+            url: display_url(issuer),
+            reason: "no RFC 8414 or OpenID metadata for this issuer".into(),
+        })?;
+    validate_issuer(&metadata, Some(issuer), &[], false)?;
+    Ok(metadata)
+}
+
 async fn find_as_metadata(http: &OAuthHttp, issuer: &Url) -> Result<Option<AuthServerMetadata>> {
     for url in as_metadata_urls(issuer) {
         if let Some(metadata) = fetch_metadata(http, &url).await? {

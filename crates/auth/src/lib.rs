@@ -20,8 +20,8 @@ mod store;
 pub use browser::{BrowserOpener, SystemBrowser, open_browser};
 pub use callback::{CALLBACK_PATH, CALLBACK_PORT_ENV, CallbackListener, CallbackPort, DEFAULT_CALLBACK_PORT};
 pub use client::{
-    AuthorizationRequest, AuthorizationStart, DEFAULT_CLIENT_NAME, MAX_AUTHORIZATION_ATTEMPTS, OAuthClient,
-    OAuthClientOptions, PENDING_FLOW_TTL,
+    AuthorizationRequest, AuthorizationStart, DEFAULT_CLIENT_NAME, JWT_BEARER_GRANT, MAX_AUTHORIZATION_ATTEMPTS,
+    OAuthClient, OAuthClientOptions, PENDING_FLOW_TTL, TOKEN_EXCHANGE_GRANT, TOKEN_TYPE_ID_JAG,
 };
 pub use discovery::{
     AuthServerMetadata, Challenge, Discovered, DiscoveryOptions, MetadataSource, ProtectedResourceMetadata, discover,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use pimcp_config::{OAuthGrant, Secret};
+use pimcp_config::Secret;
 
 use crate::client::OAuthClient;
 use crate::error::{Error, Result};
@@ -240,7 +240,7 @@ async fn locked_refresh(
     }
     let refreshed = match &current {
         Some(record) => client.refresh(record).await?,
-        None if client.grant() == OAuthGrant::ClientCredentials => client.client_credentials().await?,
+        None if client.is_machine_grant() => client.obtain().await?,
         None => {
             return Err(Error::NeedsAuth {
                 server: key.server.clone(),

@@ -12,8 +12,9 @@ use serde_json::{Map, Value};
 use crate::interpolate::{self, Syntax, describe_missing};
 use crate::merge::MergedServer;
 use crate::model::{
-    ApproveTools, AuthConfig, Availability, DirectTools, HttpTransport, Lifecycle, OAuthConfig, OutputGuard, Secret,
-    SecretValue, ServerConfig, Settings, SocketTransport, StdioTransport, Timeouts, TraceSettings, Transport,
+    ApproveTools, AuthConfig, Availability, DirectTools, HttpTransport, IdentityAssertionConfig, Lifecycle,
+    OAuthConfig, OAuthGrant, OutputGuard, Secret, SecretValue, ServerConfig, Settings, SocketTransport, StdioTransport,
+    Timeouts, TraceSettings, Transport,
 };
 use crate::paths::{EnvMap, absolute, expand_tilde, expand_tilde_str};
 use crate::problems::Sink;
@@ -325,7 +326,47 @@ fn build_oauth(raw: &RawOAuth, ex: &mut Expander<'_>) -> OAuthConfig {
         auth_server_metadata_url: ex.opt("oauth", &field("authServerMetadataUrl"), &raw.auth_server_metadata_url),
         skip_issuer_metadata_validation: raw.skip_issuer_metadata_validation.unwrap_or(false),
         dpop: raw.dpop.unwrap_or(false),
+        client_private_key: raw
+            .client_private_key
+            .as_ref()
+            .map(|s| ex.secret("oauth", &field("clientPrivateKey"), s, Syntax::Braced)),
+        identity_assertion: build_identity_assertion(raw, ex),
     }
+}
+
+fn build_identity_assertion(raw: &RawOAuth, ex: &mut Expander<'_>) -> Option<IdentityAssertionConfig> {
+    let grant = raw.grant_type.unwrap_or_default();
+    let Some(ia) = &raw.identity_assertion else {
+        if grant == OAuthGrant::IdentityAssertion {
+            ex.errors
+                .push("`grantType: \"identity_assertion\"` needs `oauth.identityAssertion`".into());
+        }
+        return None;
+    };
+    let field = |name: &str| format!("oauth.identityAssertion.{name}");
+    let built = IdentityAssertionConfig {
+        idp_issuer: ex.opt("oauth", &field("idpIssuer"), &ia.idp_issuer),
+        idp_token_endpoint: ex.opt("oauth", &field("idpTokenEndpoint"), &ia.idp_token_endpoint),
+        idp_client_id: ex.opt("oauth", &field("idpClientId"), &ia.idp_client_id),
+        idp_client_secret: ia
+            .idp_client_secret
+            .as_ref()
+            .map(|s| ex.secret("oauth", &field("idpClientSecret"), s, Syntax::Braced)),
+        id_token: ia
+            .id_token
+            .as_ref()
+            .map(|s| ex.secret("oauth", &field("idToken"), s, Syntax::Braced)),
+    };
+    if grant == OAuthGrant::IdentityAssertion {
+        if built.idp_issuer.is_none() && built.idp_token_endpoint.is_none() {
+            ex.errors
+                .push("`oauth.identityAssertion` needs `idpIssuer` or `idpTokenEndpoint`".into());
+        }
+        if built.id_token.is_none() {
+            ex.errors.push("`oauth.identityAssertion` needs `idToken`".into());
+        }
+    }
+    Some(built)
 }
 
 fn seconds(value: f64) -> Option<Duration> {

@@ -2,7 +2,8 @@
 //! redaction of everything that can be a secret. Backs `pimcp-run config show` (its `--json` shape is this
 //! module's serde output and is kept stable).
 //!
-//! Redacted: every `env` and `headers` value, `bearerToken`, `oauth.clientSecret` (literal values and `!command`s
+//! Redacted: every `env` and `headers` value, `bearerToken`, `oauth.clientSecret`, `oauth.clientPrivateKey`,
+//! `oauth.identityAssertion.idpClientSecret` and `.idToken` (literal values and `!command`s
 //! alike), and in `url` the password of the user info and every query value. Values are shown as written, so a
 //! `${VAR}` shows as `${VAR}`, never as the variable's value.
 
@@ -170,10 +171,21 @@ pub fn redact_field(field: &str, value: &Value) -> Value {
         ("oauth", Value::Object(map)) => Value::Object(
             map.iter()
                 .map(|(k, v)| {
-                    let v = if k == "clientSecret" {
-                        Value::String(REDACTED.into())
-                    } else {
-                        v.clone()
+                    let v = match (k.as_str(), v) {
+                        ("clientSecret" | "clientPrivateKey", _) => Value::String(REDACTED.into()),
+                        ("identityAssertion", Value::Object(ia)) => Value::Object(
+                            ia.iter()
+                                .map(|(k, v)| {
+                                    let v = if k == "idpClientSecret" || k == "idToken" {
+                                        Value::String(REDACTED.into())
+                                    } else {
+                                        v.clone()
+                                    };
+                                    (k.clone(), v)
+                                })
+                                .collect(),
+                        ),
+                        _ => v.clone(),
                     };
                     (k.clone(), v)
                 })
@@ -251,6 +263,13 @@ mod tests {
         assert_eq!(
             redact_field("oauth", &json!({"clientId": "c", "clientSecret": "s"})),
             json!({"clientId": "c", "clientSecret": REDACTED})
+        );
+        assert_eq!(
+            redact_field(
+                "oauth",
+                &json!({"clientPrivateKey": "pem", "identityAssertion": {"idpClientId": "i", "idpClientSecret": "s", "idToken": "t"}})
+            ),
+            json!({"clientPrivateKey": REDACTED, "identityAssertion": {"idpClientId": "i", "idpClientSecret": REDACTED, "idToken": REDACTED}})
         );
         assert_eq!(redact_field("args", &json!(["--x"])), json!(["--x"]));
     }

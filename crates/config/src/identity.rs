@@ -81,6 +81,14 @@ fn identity_value(server: &ServerConfig) -> Value {
                 "authServerMetadataUrl": oauth.auth_server_metadata_url,
                 "skipIssuerMetadataValidation": oauth.skip_issuer_metadata_validation,
                 "dpop": oauth.dpop,
+                "clientPrivateKey": oauth.client_private_key.as_ref().map(secret),
+                "identityAssertion": oauth.identity_assertion.as_ref().map(|ia| json!({
+                    "idpIssuer": ia.idp_issuer,
+                    "idpTokenEndpoint": ia.idp_token_endpoint,
+                    "idpClientId": ia.idp_client_id,
+                    "idpClientSecret": ia.idp_client_secret.as_ref().map(secret),
+                    // `idToken` is left out: it is the user's short-lived credential, not what the server is.
+                })),
             }
         }),
     };

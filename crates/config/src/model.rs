@@ -126,6 +126,23 @@ pub struct OAuthConfig {
     pub auth_server_metadata_url: Option<String>,
     pub skip_issuer_metadata_validation: bool,
     pub dpop: bool,
+    /// `oauth.clientPrivateKey`: PEM (PKCS#8, P-256) key for `private_key_jwt` client authentication.
+    pub client_private_key: Option<SecretValue>,
+    /// `oauth.identityAssertion`: the enterprise IdP of the `identity_assertion` grant (SEP-990).
+    pub identity_assertion: Option<IdentityAssertionConfig>,
+}
+
+/// SEP-990 enterprise-managed authorization: where and how an ID token is exchanged for an ID-JAG (RFC 8693).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IdentityAssertionConfig {
+    /// The IdP's issuer; its OpenID metadata gives the token endpoint when `idp_token_endpoint` is not set.
+    pub idp_issuer: Option<String>,
+    pub idp_token_endpoint: Option<String>,
+    /// The client ID pimcp has at the IdP.
+    pub idp_client_id: Option<String>,
+    pub idp_client_secret: Option<SecretValue>,
+    /// The user's OpenID Connect ID token (usually a `!command` that prints a fresh one).
+    pub id_token: Option<SecretValue>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -134,6 +151,8 @@ pub enum OAuthGrant {
     #[default]
     AuthorizationCode,
     ClientCredentials,
+    /// SEP-990: an ID-JAG from the enterprise IdP, exchanged with the `jwt-bearer` grant (`oauth.identityAssertion`).
+    IdentityAssertion,
 }
 
 /// SPEC 4: when a server connects and whether it is kept alive.

@@ -264,6 +264,33 @@ pub struct RawOAuth {
     /// Use DPoP-bound tokens (RFC 9449); log in again after enabling.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dpop: Option<bool>,
+    /// PEM (PKCS#8, P-256) private key for `private_key_jwt` client authentication. `!command` and `${VAR}` allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_private_key: Option<String>,
+    /// Enterprise IdP for `grantType: "identity_assertion"` (SEP-990).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_assertion: Option<RawIdentityAssertion>,
+}
+
+/// `oauth.identityAssertion`: the enterprise IdP that exchanges an ID token for an ID-JAG (RFC 8693).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RawIdentityAssertion {
+    /// The IdP's issuer URL (its OpenID metadata names the token endpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idp_issuer: Option<String>,
+    /// The IdP's token endpoint (instead of discovering it from `idpIssuer`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idp_token_endpoint: Option<String>,
+    /// pimcp's client ID at the IdP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idp_client_id: Option<String>,
+    /// pimcp's client secret at the IdP, when it is a confidential client there. `!command` allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idp_client_secret: Option<String>,
+    /// The user's ID token from the IdP; usually `!command` printing a fresh one. `${VAR}` allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_token: Option<String>,
 }
 
 /// `lifecycle`: a mode, or the legacy `{ "mode": … }` object.

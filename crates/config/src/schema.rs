@@ -82,7 +82,7 @@ pub(crate) fn expected(field: &str) -> &'static str {
         "outputGuard" => "`true`, `false` or `{ \"maxBytes\", \"maxLines\" }` with non-negative integers",
         "hostConfigDiscovery" => "one of `off`, `prompt`, `on`",
         "tokenStore" => "one of `keyring`, `file`",
-        "grantType" => "one of `authorization_code`, `client_credentials`",
+        "grantType" => "one of `authorization_code`, `client_credentials`, `identity_assertion`",
         "callbackPort" => "a port number (1-65535)",
         "clientId"
         | "clientSecret"
@@ -92,7 +92,11 @@ pub(crate) fn expected(field: &str) -> &'static str {
         | "clientName"
         | "clientUri"
         | "logoUri"
-        | "authServerMetadataUrl" => "a string",
+        | "authServerMetadataUrl"
+        | "clientPrivateKey" => "a string",
+        "identityAssertion" => {
+            "an object with `idpIssuer`, `idpTokenEndpoint`, `idpClientId`, `idpClientSecret`, `idToken` (strings)"
+        }
         "skipIssuerMetadataValidation" | "dpop" => "`true` or `false`",
         _ => "a different type (see `pimcp-run config schema`)",
     }
@@ -202,6 +206,8 @@ mod tests {
             "authServerMetadataUrl",
             "skipIssuerMetadataValidation",
             "dpop",
+            "clientPrivateKey",
+            "identityAssertion",
         ];
         assert_eq!(oauth_fields().len(), oauth.len());
     }

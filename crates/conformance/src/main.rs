@@ -78,9 +78,6 @@ async fn run() -> anyhow::Result<()> {
     options.auth.browser = Some(Arc::new(browser::HeadlessBrowser::new()?));
     // Any free port: the suite may run scenarios in parallel.
     options.auth.callback_port = Some(CallbackPort::Preferred(0));
-    if let Some(key) = plan.private_key.clone() {
-        options.auth.private_keys.insert(SERVER.to_owned(), key);
-    }
     let runtime = Runtime::start(options).await.context("starting the pimcp runtime")?;
     let outcome = execute(&runtime, &plan.steps).await;
     runtime.shutdown(SHUTDOWN_BOUND).await;

@@ -1,10 +1,11 @@
 //! What each conformance scenario asks of the client (`MCP_CONFORMANCE_SCENARIO`, with `MCP_CONFORMANCE_CONTEXT`
-//! for pre-registered credentials): the one-server pimcp configuration to build and the steps to run through the
-//! runtime. Auth scenarios share one shape: connect (the runtime logs in by itself with `settings.autoAuth`), then
-//! call `test-tool` when the server lists it.
+//! for pre-registered credentials, keys and the SEP-990 identity provider): the one-server pimcp configuration to
+//! build and the steps to run through the runtime. Auth scenarios share one shape: connect (the runtime logs in by
+//! itself with `settings.autoAuth`, or by a machine grant), then call `test-tool` when the server lists it. Every
+//! credential goes through the configuration fields a user would write (`oauth.clientSecret`,
+//! `oauth.clientPrivateKey`, `oauth.identityAssertion`).
 
 use anyhow::Context as _;
-use pimcp_config::Secret;
 use serde_json::{Value, json};
 
 /// The name of the only configured server.
@@ -28,8 +29,6 @@ pub enum Step {
 pub struct Plan {
     /// The `mcpServers` entry of [`SERVER`].
     pub server: Value,
-    /// `private_key_jwt` key for `client_credentials` (there is no configuration field for it).
-    pub private_key: Option<Secret>,
     pub steps: Vec<Step>,
 }
 
@@ -44,7 +43,6 @@ impl Plan {
 pub fn plan(scenario: &str, url: &str, context: Option<&Value>) -> anyhow::Result<Plan> {
     // The suite speaks the initialize-era protocol (2025-03-26 … 2025-11-25): no server/discover probe.
     let mut server = json!({"url": url, "protocol": "legacy"});
-    let mut private_key = None;
     let steps = match scenario {
         "initialize" => vec![Step::Connect],
         "tools_call" => vec![Step::Call {
@@ -69,7 +67,22 @@ pub fn plan(scenario: &str, url: &str, context: Option<&Value>) -> anyhow::Resul
                     oauth["clientSecret"] = secret.into();
                 }
                 if let Some(pem) = context.get("private_key_pem").and_then(Value::as_str) {
-                    private_key = Some(Secret::new(pem));
+                    oauth["clientPrivateKey"] = pem.into();
+                }
+                // SEP-990: the IdP and the user's ID token (a real user would write `"idToken": "!command …"`).
+                if let Some(id_token) = context.get("idp_id_token").and_then(Value::as_str) {
+                    let mut idp = json!({"idToken": id_token});
+                    for (from, to) in [
+                        ("idp_issuer", "idpIssuer"),
+                        ("idp_token_endpoint", "idpTokenEndpoint"),
+                        ("idp_client_id", "idpClientId"),
+                    ] {
+                        if let Some(value) = context.get(from).and_then(Value::as_str) {
+                            idp[to] = value.into();
+                        }
+                    }
+                    oauth["grantType"] = "identity_assertion".into();
+                    oauth["identityAssertion"] = idp;
                 }
             }
             if auth.starts_with("auth/client-credentials") {
@@ -86,11 +99,7 @@ pub fn plan(scenario: &str, url: &str, context: Option<&Value>) -> anyhow::Resul
             vec![Step::Connect]
         }
     };
-    Ok(Plan {
-        server,
-        private_key,
-        steps,
-    })
+    Ok(Plan { server, steps })
 }
 
 #[cfg(test)]
@@ -134,11 +143,39 @@ mod tests {
             json!({"client_id": "m2m", "private_key_pem": "-----BEGIN PRIVATE KEY-----", "signing_algorithm": "ES256"});
         let p = plan("auth/client-credentials-jwt", "http://localhost:1/mcp", Some(&context)).unwrap();
         assert_eq!(p.server["oauth"]["grantType"], "client_credentials");
-        assert!(p.private_key.is_some());
+        assert_eq!(p.server["oauth"]["clientPrivateKey"], "-----BEGIN PRIVATE KEY-----");
         assert!(plan("auth/client-credentials-basic", "http://localhost:1/mcp", None).is_err());
 
         let config = p.config();
         assert_eq!(config["settings"]["autoAuth"], true);
         assert_eq!(config["mcpServers"][SERVER]["url"], "http://localhost:1/mcp");
+
+        let context = json!({"client_id": "xaa", "client_secret": "s", "idp_client_id": "idp-client",
+            "idp_id_token": "eyJ.x.y", "idp_issuer": "http://localhost:2", "idp_token_endpoint": "http://localhost:2/token"});
+        let p = plan(
+            "auth/cross-app-access-complete-flow",
+            "http://localhost:1/mcp",
+            Some(&context),
+        )
+        .unwrap();
+        let oauth = &p.server["oauth"];
+        assert_eq!(oauth["grantType"], "identity_assertion");
+        assert_eq!(oauth["clientId"], "xaa");
+        assert_eq!(
+            oauth["identityAssertion"],
+            json!({"idToken": "eyJ.x.y", "idpIssuer": "http://localhost:2",
+                   "idpTokenEndpoint": "http://localhost:2/token", "idpClientId": "idp-client"})
+        );
+        // The generated configuration is valid for pimcp-config (the grant, the nested object, the key).
+        let dir = tempfile::tempdir().unwrap();
+        let loaded = pimcp_config::load_in_memory(&p.config(), &pimcp_config::LoadOptions::new(dir.path(), dir.path()));
+        assert!(
+            loaded
+                .problems
+                .iter()
+                .all(|p| p.severity != pimcp_config::Severity::Error),
+            "{:?}",
+            loaded.problems
+        );
     }
 }

@@ -348,9 +348,27 @@ impl ServerAuth {
                     server: self.name.clone(),
                     message: format!("cannot build the oauth http client: {reason}"),
                 })?;
+                // A key the host passed in `AuthOptions::private_keys` wins over `oauth.clientPrivateKey`.
+                let private_key = match (
+                    self.core.options.private_keys.get(&self.name),
+                    &self.oauth.client_private_key,
+                ) {
+                    (Some(key), _) => Some(key.clone()),
+                    (None, Some(value)) => {
+                        let value = value.clone();
+                        let resolved = tokio::task::spawn_blocking(move || value.resolve("oauth.clientPrivateKey"))
+                            .await
+                            .map_err(|e| Error::actor(format!("resolving oauth.clientPrivateKey: {e}")))?;
+                        Some(resolved.map_err(|e| Error::Config {
+                            server: self.name.clone(),
+                            message: e.to_string(),
+                        })?)
+                    }
+                    (None, None) => None,
+                };
                 let mut options = OAuthClientOptions::new(self.name.clone(), self.key.url.clone(), self.oauth.clone());
                 options.client_secret = secret;
-                options.private_key_pem = self.core.options.private_keys.get(&self.name).cloned();
+                options.private_key_pem = private_key;
                 options.http = Some(http);
                 OAuthClient::new(options).map_err(|e| auth_error(&self.name, e))
             })
@@ -392,7 +410,7 @@ impl ServerAuth {
         let client = self.client().await?;
         let record = self.load(tokens).await?;
         match &record {
-            None if self.grant() != OAuthGrant::ClientCredentials => return Ok(None),
+            None if self.grant() == OAuthGrant::AuthorizationCode => return Ok(None),
             Some(r) if self.is_dead(r) => {
                 return if self.core.auto_auth {
                     Ok(None)
@@ -473,7 +491,7 @@ impl ServerAuth {
                 let record = self.load(tokens).await?;
                 let usable = match &record {
                     Some(r) => !self.is_dead(r),
-                    None => self.grant() == OAuthGrant::ClientCredentials,
+                    None => self.grant() != OAuthGrant::AuthorizationCode,
                 };
                 let attempt = if usable {
                     Some(tokens.refresh_if_needed(&self.key, &client).instrument(span).await)
@@ -491,7 +509,7 @@ impl ServerAuth {
             Some(Err(e)) => return Err(self.refresh_failed(e, record.as_ref())),
             None => {}
         }
-        if self.grant() == OAuthGrant::ClientCredentials {
+        if self.grant() != OAuthGrant::AuthorizationCode {
             return Err(self.needs_auth_error());
         }
         self.interactive(FlowKind::Login).await
@@ -590,10 +608,10 @@ impl ServerAuth {
     ) -> Result<(AuthorizationStart, watch::Receiver<FlowOutcome>)> {
         let _serial = self.flows.lock().await;
         let client = self.client().await?;
-        if client.grant() == OAuthGrant::ClientCredentials {
+        if client.is_machine_grant() {
             return Err(Error::Config {
                 server: self.name.clone(),
-                message: "oauth: the server uses the client_credentials grant; there is no browser login".into(),
+                message: "oauth: the server uses a machine grant (client_credentials or identity_assertion); there is no browser login".into(),
             });
         }
         let tokens = self.tokens().await?;
@@ -805,6 +823,7 @@ impl ServerAuth {
             match self.grant() {
                 OAuthGrant::AuthorizationCode => "authorization_code",
                 OAuthGrant::ClientCredentials => "client_credentials",
+                OAuthGrant::IdentityAssertion => "identity_assertion",
             }
             .to_owned(),
         );

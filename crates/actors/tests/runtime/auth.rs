@@ -1,7 +1,8 @@
 //! OAuth through the runtime against `mcp-fixture --http --oauth` (a real process whose fake authorization server
 //! approves at once): needs-auth → auth_start → complete (pasted redirect, or the loopback listener) → ready → call;
 //! `settings.autoAuth` with a headless browser; refresh before expiry; one refresh + retry on 401; a refused refresh
-//! keeps the record and reports needs-auth; a URL change invalidates the login; client_credentials; and a planted
+//! keeps the record and reports needs-auth; a URL change invalidates the login; client_credentials (secret, and
+//! `oauth.clientPrivateKey` from a `!command`); SEP-990 `identity_assertion` from configuration; and a planted
 //! token never appears in status JSON, errors or logs. Tokens live in an injected in-memory store.
 
 use std::path::Path;
@@ -464,9 +465,13 @@ mod guarded {
 
     /// Serves `/mcp` (tokens checked on every request) and the authorization server on one loopback origin.
     pub async fn start() -> Arc<fake_as::FakeAs> {
+        start_with(fake_as::FakeAsConfig::default()).await
+    }
+
+    pub async fn start_with(config: fake_as::FakeAsConfig) -> Arc<fake_as::FakeAs> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let fake = fake_as::FakeAs::new(base, fake_as::FakeAsConfig::default());
+        let fake = fake_as::FakeAs::new(base, config);
         let service = StreamableHttpService::new(
             || Ok(Echo),
             Arc::new(LocalSessionManager::default()),
@@ -550,4 +555,92 @@ async fn mid_session_a_revoked_access_token_is_refreshed_and_the_call_retried_on
     login(&rt, "web").await;
     assert_eq!(state_of(&rt, "web"), ServerState::Ready);
     assert_eq!(echo(&rt, "back").await.unwrap(), "back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_credentials_with_the_private_key_from_configuration() {
+    use aws_lc_rs::signature::KeyPair as _;
+    let pkcs8 = aws_lc_rs::signature::EcdsaKeyPair::generate_pkcs8(
+        &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+        &aws_lc_rs::rand::SystemRandom::new(),
+    )
+    .unwrap();
+    let pair = aws_lc_rs::signature::EcdsaKeyPair::from_pkcs8(
+        &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+        pkcs8.as_ref(),
+    )
+    .unwrap();
+    use base64::Engine as _;
+    let pem = format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref())
+    );
+    let fake = guarded::start_with(fake_as::FakeAsConfig {
+        jwt_clients: vec![("jwt-client".into(), pair.public_key().as_ref().to_vec())],
+        auth_methods: vec!["private_key_jwt".into()],
+        ..fake_as::FakeAsConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    // The key lives in a file, read by a `!command` as a user would configure it.
+    let key_file = dir.path().join("client-key.pem");
+    std::fs::write(&key_file, &pem).unwrap();
+    let config = json!({"mcpServers": {"web": {"url": fake.mcp_url(), "protocol": "legacy", "oauth": {
+        "grantType": "client_credentials", "clientId": "jwt-client",
+        "clientPrivateKey": format!("!cat '{}'", key_file.display()),
+    }}}});
+    let store = Arc::new(MemoryStore::new());
+    let rt = Runtime::start(options(dir.path(), &config, &store)).await.unwrap();
+    assert_eq!(echo(&rt, "signed").await.unwrap(), "signed");
+    let (params, used, status) = fake.token_requests("client_credentials").remove(0);
+    assert_eq!(
+        (used.as_str(), status),
+        ("private_key_jwt", 200),
+        "the fake verified the ES256 signature, iss/sub and aud"
+    );
+    assert!(!params.contains_key("client_secret"));
+    let status = serde_json::to_string(&rt.auth_status().await.unwrap()).unwrap();
+    assert!(!status.contains("PRIVATE KEY"), "{status}");
+    rt.shutdown(Duration::from_secs(5)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_assertion_from_configuration_connects_without_a_login() {
+    let fake = guarded::start_with(fake_as::FakeAsConfig {
+        clients: vec![("xaa-client".into(), Some("xaa-secret".into()))],
+        idp_id_tokens: vec!["planted-id-token".into()],
+        idp_client: Some(("pimcp-at-idp".into(), None)),
+        ..fake_as::FakeAsConfig::default()
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = json!({"mcpServers": {"web": {"url": fake.mcp_url(), "protocol": "legacy", "oauth": {
+        "grantType": "identity_assertion", "clientId": "xaa-client", "clientSecret": "xaa-secret",
+        "identityAssertion": {
+            "idpIssuer": fake.idp_issuer(), "idpClientId": "pimcp-at-idp",
+            "idToken": "!printf planted-id-token",
+        },
+    }}}});
+    let store = Arc::new(MemoryStore::new());
+    let rt = Runtime::start(options(dir.path(), &config, &store)).await.unwrap();
+    assert_eq!(echo(&rt, "enterprise").await.unwrap(), "enterprise");
+    let (exchange, used, status) = fake.token_requests(pimcp_auth::TOKEN_EXCHANGE_GRANT).remove(0);
+    assert_eq!((used.as_str(), status), ("none", 200), "a public client at the IdP");
+    assert_eq!(exchange["audience"], fake.issuer());
+    assert_eq!(fake.token_requests(pimcp_auth::JWT_BEARER_GRANT).len(), 1);
+    let record = store
+        .load(&StoreKey::new("web", fake.mcp_url()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(record.refresh_token.is_none());
+    let status = serde_json::to_value(rt.auth_status().await.unwrap()).unwrap();
+    let text = status.to_string();
+    assert!(
+        text.contains("identity_assertion") && !text.contains("planted"),
+        "{text}"
+    );
+    let err = rt.auth_start("web").await.unwrap_err();
+    assert_eq!(err.category(), ErrorCategory::Config, "{err}");
+    rt.shutdown(Duration::from_secs(5)).await;
 }

@@ -560,3 +560,127 @@ async fn paste_only_login_with_a_non_loopback_redirect_uri() {
     let record = login_task.await.unwrap().unwrap();
     assert_eq!(record.client.redirect_uris, ["https://app.example/oauth/callback"]);
 }
+
+fn identity_assertion_config(fake: &crate::fake_as::FakeAs, id_token: &str) -> pimcp_config::IdentityAssertionConfig {
+    pimcp_config::IdentityAssertionConfig {
+        idp_issuer: Some(fake.idp_issuer()),
+        idp_token_endpoint: None,
+        idp_client_id: Some("pimcp-at-idp".into()),
+        idp_client_secret: Some(pimcp_config::SecretValue::Plain(Secret::new("idp-secret"))),
+        id_token: Some(pimcp_config::SecretValue::Plain(Secret::new(id_token))),
+    }
+}
+
+#[tokio::test]
+async fn identity_assertion_exchanges_the_id_token_then_presents_the_id_jag() {
+    let fake = start(FakeAsConfig {
+        clients: vec![("xaa-client".into(), Some("xaa-secret".into()))],
+        idp_id_tokens: vec!["planted-id-token".into()],
+        idp_client: Some(("pimcp-at-idp".into(), Some("idp-secret".into()))),
+        ..FakeAsConfig::default()
+    })
+    .await;
+    let client = client_with(&fake, |o| {
+        o.config.grant_type = OAuthGrant::IdentityAssertion;
+        o.config.client_id = Some("xaa-client".into());
+        o.config.identity_assertion = Some(identity_assertion_config(&fake, "planted-id-token"));
+        o.client_secret = Some(Secret::new("xaa-secret"));
+    });
+    assert!(client.is_machine_grant());
+    let record = client.obtain().await.unwrap();
+
+    // RFC 8693 at the IdP: found through its OpenID metadata, client_secret_post, the AS issuer as audience.
+    assert!(
+        fake.well_known_requests()
+            .iter()
+            .any(|p| p == "/idp/.well-known/openid-configuration")
+    );
+    let (exchange, used, status) = fake.token_requests(pimcp_auth::TOKEN_EXCHANGE_GRANT).remove(0);
+    assert_eq!((used.as_str(), status), ("client_secret_post", 200));
+    assert_eq!(exchange["subject_token"], "planted-id-token");
+    assert_eq!(
+        exchange["subject_token_type"],
+        "urn:ietf:params:oauth:token-type:id_token"
+    );
+    assert_eq!(exchange["requested_token_type"], pimcp_auth::TOKEN_TYPE_ID_JAG);
+    assert_eq!(exchange["audience"], fake.issuer());
+    assert_eq!(exchange["resource"], fake.mcp_url());
+    assert_eq!(exchange["scope"], "mcp");
+    // RFC 7523 at the AS: the ID-JAG as assertion, the MCP client's own authentication.
+    let (bearer, used, status) = fake.token_requests(pimcp_auth::JWT_BEARER_GRANT).remove(0);
+    assert_eq!((used.as_str(), status), ("client_secret_basic", 200));
+    assert!(bearer["assertion"].starts_with("idjag-"), "{bearer:?}");
+    assert_eq!(bearer["resource"], fake.mcp_url());
+    assert!(fake.is_valid_access_token(record.access_token.expose()));
+    assert!(record.refresh_token.is_none());
+    assert_eq!(record.issuer.as_deref(), Some(fake.issuer().as_str()));
+
+    // "Refresh" runs the whole exchange again (an ID-JAG is single-use and there is no refresh token).
+    let again = client.refresh(&record).await.unwrap();
+    assert_ne!(again.access_token.expose(), record.access_token.expose());
+    assert_eq!(fake.token_requests(pimcp_auth::JWT_BEARER_GRANT).len(), 2);
+    // A machine grant never starts a browser flow.
+    let err = client
+        .start_authorization(AuthorizationRequest {
+            redirect_uri: REDIRECT.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Config { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn identity_assertion_refused_by_the_idp_is_an_error_without_the_id_token() {
+    let fake = start(FakeAsConfig {
+        clients: vec![("xaa-client".into(), Some("xaa-secret".into()))],
+        idp_id_tokens: vec!["the-real-id-token".into()],
+        idp_client: Some(("pimcp-at-idp".into(), Some("idp-secret".into()))),
+        ..FakeAsConfig::default()
+    })
+    .await;
+    let client = client_with(&fake, |o| {
+        o.config.grant_type = OAuthGrant::IdentityAssertion;
+        o.config.client_id = Some("xaa-client".into());
+        let mut ia = identity_assertion_config(&fake, "planted-stale-id-token");
+        // The token endpoint given directly (no IdP discovery).
+        ia.idp_issuer = None;
+        ia.idp_token_endpoint = Some(format!("{}/token", fake.idp_issuer()));
+        o.config.identity_assertion = Some(ia);
+        o.client_secret = Some(Secret::new("xaa-secret"));
+    });
+    let err = client.obtain().await.unwrap_err();
+    let text = format!("{err} {err:?}");
+    assert!(matches!(err, Error::TokenRefused { .. }), "{text}");
+    assert!(text.contains("invalid_grant"), "{text}");
+    assert!(!text.contains("planted") && !text.contains("idp-secret"), "{text}");
+    assert!(fake.well_known_requests().iter().all(|p| !p.starts_with("/idp")));
+    assert!(
+        fake.token_requests(pimcp_auth::JWT_BEARER_GRANT).is_empty(),
+        "nothing reaches the authorization server without an ID-JAG"
+    );
+}
+
+#[tokio::test]
+async fn identity_assertion_refuses_an_idp_whose_metadata_names_another_issuer() {
+    let fake = start(FakeAsConfig {
+        clients: vec![("xaa-client".into(), Some("xaa-secret".into()))],
+        idp_id_tokens: vec!["id-token".into()],
+        idp_client: Some(("pimcp-at-idp".into(), Some("idp-secret".into()))),
+        ..FakeAsConfig::default()
+    })
+    .await;
+    let client = client_with(&fake, |o| {
+        o.config.grant_type = OAuthGrant::IdentityAssertion;
+        o.config.client_id = Some("xaa-client".into());
+        let mut ia = identity_assertion_config(&fake, "id-token");
+        // The fake serves the IdP's metadata only at /idp; asking for /idp/ still finds it, but its issuer
+        // (`{base}/idp`) is not the configured `{base}/idp/` exactly.
+        ia.idp_issuer = Some(format!("{}/", fake.idp_issuer()));
+        o.config.identity_assertion = Some(ia);
+        o.client_secret = Some(Secret::new("xaa-secret"));
+    });
+    let err = client.obtain().await.unwrap_err();
+    assert!(matches!(err, Error::IssuerMismatch { .. }), "{err}");
+    assert!(fake.token_requests(pimcp_auth::TOKEN_EXCHANGE_GRANT).is_empty());
+}
