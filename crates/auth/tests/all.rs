@@ -15,6 +15,7 @@ mod fixture;
 mod flows;
 #[path = "all/refresh.rs"]
 mod refresh;
+#[cfg(target_os = "linux")]
 #[path = "all/secret_service.rs"]
 mod secret_service;
 #[path = "all/secrets.rs"]

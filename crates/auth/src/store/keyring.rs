@@ -1,6 +1,6 @@
 //! [`KeyringStore`]: records as JSON in the OS credential store through `keyring-core`, and the explicit choice of
 //! store per platform: Linux uses Secret Service when a D-Bus session answers, else kernel keyutils (headless);
-//! other platforms fail closed for now.
+//! macOS the login Keychain; Windows the Credential Manager; any other platform fails closed.
 //!
 //! All keyring calls run on one dedicated thread. Keyring calls block (syscalls or D-Bus round trips), and on
 //! Linux the keyutils *session keyring* is part of a thread's credentials: the worker thread joins a fresh session
@@ -45,15 +45,18 @@ impl KeyringStore {
     /// Fails with [`Error::NoTokenStore`] (naming `settings.tokenStore: "file"`) when it cannot be used.
     ///
     /// Which store: on Linux, Secret Service when `DBUS_SESSION_BUS_ADDRESS` is set and the service answers with an
-    /// unlocked default collection (within 15 s), otherwise kernel keyutils after joining a session keyring.
+    /// unlocked default collection (within 15 s), otherwise kernel keyutils after joining a session keyring; on macOS
+    /// the login Keychain; on Windows the Credential Manager; no other platform has one.
     pub async fn open_default() -> Result<KeyringStore> {
-        open_platform(KEYRING_SERVICE).await
+        KeyringStore::open_with_service(KEYRING_SERVICE).await
     }
 
     /// The platform's credential store under another service name (tests use a unique one), chosen as in
     /// [`KeyringStore::open_default`].
     pub async fn open_with_service(service: &str) -> Result<KeyringStore> {
-        open_platform(service).await
+        let store = open_platform(service).await?;
+        tracing::info!(store = %store.vendor, "oauth tokens live in the OS credential store");
+        Ok(store)
     }
 
     /// A store built by `factory` on the worker thread (after the Linux session-keyring join), under `service`.
@@ -211,8 +214,20 @@ where
         })
 }
 
+/// macOS: the user's login Keychain.
+#[cfg(target_os = "macos")]
+async fn open_platform(service: &str) -> Result<KeyringStore> {
+    KeyringStore::open_with(crate::store::keychain::keychain_store, service).await
+}
+
+/// Windows: the Credential Manager.
+#[cfg(target_os = "windows")]
+async fn open_platform(service: &str) -> Result<KeyringStore> {
+    KeyringStore::open_with(crate::store::wincred::credential_manager_store, service).await
+}
+
 /// Other platforms have no OS credential store in pimcp: fail closed (the error names the file store).
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", target_os = "macos", target_os = "windows")))]
 async fn open_platform(_service: &str) -> Result<KeyringStore> {
     Err(Error::NoTokenStore {
         reason: "pimcp has no OS credential store for this platform".into(),

@@ -2,6 +2,8 @@
 //! credential store is unusable), and the legacy `MCP_OAUTH_DIR` import.
 
 mod file;
+#[cfg(target_os = "macos")]
+mod keychain;
 mod keyring;
 #[cfg(target_os = "linux")]
 mod keyutils;
@@ -9,6 +11,8 @@ mod legacy;
 mod memory;
 #[cfg(target_os = "linux")]
 mod secret_service;
+#[cfg(target_os = "windows")]
+mod wincred;
 
 use std::path::Path;
 use std::sync::Arc;
