@@ -98,6 +98,9 @@ pub(crate) struct InputContext {
     pub allow_elicitation: bool,
 }
 
+/// How long past its hard cap (`max_total`) a call may wait for rmcp to end it before the runtime ends it itself.
+const CALL_END_SLACK: Duration = Duration::from_secs(5);
+
 /// Maximum `input_required` rounds one call may take.
 pub const MAX_INPUT_ROUNDS: usize = 8;
 
@@ -167,11 +170,21 @@ pub(crate) async fn run_call(
                 report,
             );
         }
-        let handle = match peer
-            .send_request_with_option(request, options)
+        // Handing the request to rmcp waits for room in its queue; bounded like the call itself.
+        let sent = tokio::time::timeout(timeout, peer.send_request_with_option(request, options))
             .instrument(upstream.clone())
-            .await
-        {
+            .await;
+        let Ok(sent) = sent else {
+            return (
+                Err(Error::Timeout {
+                    server,
+                    tool: tool.original.clone(),
+                    after: timeout,
+                }),
+                report,
+            );
+        };
+        let handle = match sent {
             Ok(h) => h,
             Err(ServiceError::TransportClosed) => {
                 report.transport_dead = true;
@@ -194,8 +207,17 @@ pub(crate) async fn run_call(
             }
         };
         let id = handle.id.clone();
+        // rmcp ends the wait itself at the timeout (or `max_total`); this outer bound only guarantees that a call
+        // ends even if rmcp's own ending never completes (it awaits the `notifications/cancelled` send).
+        let bounded = tokio::time::timeout(max_total + CALL_END_SLACK, handle.await_response());
         let outcome = tokio::select! {
-            r = handle.await_response().instrument(upstream.clone()) => r,
+            r = bounded.instrument(upstream.clone()) => match r {
+                Ok(r) => r,
+                Err(_) => {
+                    send_cancel(&peer, id, "request timed out").await;
+                    return (Err(Error::Timeout { server, tool: tool.original.clone(), after: max_total }), report);
+                }
+            },
             _ = guards.dead.cancelled() => {
                 report.transport_dead = true;
                 return (Err(conn_err(format!("the server exited or the connection broke during the call to `{}`", tool.original))), report);

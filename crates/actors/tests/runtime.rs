@@ -12,4 +12,5 @@ mod runtime {
     mod handlers;
     mod http;
     mod observability;
+    mod stress;
 }

@@ -21,6 +21,9 @@ use rmcp::transport::streamable_http_client::{
 };
 use serde::{Deserialize, Serialize};
 
+/// How long a POST that carries no request (a notification, or our answer to a server request) may take.
+pub(crate) const NON_REQUEST_POST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// What re-adopts a Streamable HTTP session on a later connect: the session id, the URL it belongs to, and the
 /// server's `initialize` result. Opaque to the caller; serializable so it can outlive a process.
 #[derive(Clone, Serialize, Deserialize, PartialEq)]
@@ -208,25 +211,52 @@ impl StreamableHttpClient for SessionClient {
                 }
             });
         }
-        let response = match &self.auth {
-            None => {
-                self.http
-                    .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+        // A request's POST may legitimately stay open as long as the call runs (its timeout and cancellation end
+        // it). A notification or a response POST is answered with 202 at once; bound it (the shared client has no
+        // overall timeout), so a silent network path cannot hold rmcp's worker on it forever.
+        let bounded = !matches!(message, ClientJsonRpcMessage::Request(_));
+        let send = async {
+            match &self.auth {
+                None => {
+                    self.http
+                        .post_message_with_response_limits(
+                            uri,
+                            message,
+                            session_id,
+                            auth_header,
+                            custom_headers,
+                            limits,
+                        )
+                        .await
+                }
+                Some(source) => {
+                    crate::auth::send_with_bearer(source.as_ref(), |token| {
+                        self.http.post_message_with_response_limits(
+                            uri.clone(),
+                            message.clone(),
+                            session_id.clone(),
+                            token,
+                            custom_headers.clone(),
+                            limits,
+                        )
+                    })
                     .await
+                }
             }
-            Some(source) => {
-                crate::auth::send_with_bearer(source.as_ref(), |token| {
-                    self.http.post_message_with_response_limits(
-                        uri.clone(),
-                        message.clone(),
-                        session_id.clone(),
-                        token,
-                        custom_headers.clone(),
-                        limits,
-                    )
-                })
-                .await
+        };
+        let response = if bounded {
+            match tokio::time::timeout(NON_REQUEST_POST_TIMEOUT, send).await {
+                Ok(r) => r,
+                Err(_) => Err(StreamableHttpError::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "the server did not accept a notification within {}",
+                        crate::error::fmt_duration(NON_REQUEST_POST_TIMEOUT)
+                    ),
+                ))),
             }
+        } else {
+            send.await
         };
         if init_id.is_none() {
             return response;
