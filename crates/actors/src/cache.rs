@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -38,16 +39,101 @@ impl Default for CacheFile {
     }
 }
 
-/// One server's entry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// One server's entry. On disk the metadata fields sit beside `configHash` and `cachedAt` in one object; the serde
+/// impls spell them out (below) instead of `#[serde(flatten)]`, which would buffer every entry into an intermediate
+/// tree and parse it twice (measured: 34 MiB and 43 ms for a 4.7 MB file).
+#[derive(Debug, Clone, PartialEq)]
 pub struct CacheEntry {
     /// `pimcp_config::identity_hash` of the server definition this entry was discovered with.
     pub config_hash: String,
-    #[serde(flatten)]
-    pub metadata: ServerMetadata,
+    /// Shared with the runtime's catalog and server actors, never deep-copied.
+    pub metadata: Arc<ServerMetadata>,
     /// Milliseconds since the Unix epoch.
     pub cached_at: u64,
+}
+
+/// The on-disk shape of a [`CacheEntry`], written from borrowed parts.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct EntryOut<'a> {
+    config_hash: &'a str,
+    tools: &'a [rmcp::model::Tool],
+    resources: &'a [rmcp::model::Resource],
+    prompts: &'a [rmcp::model::Prompt],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instructions: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    protocol_version: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    era: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl_ms: &'a Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_scope: &'a Option<String>,
+    cached_at: u64,
+}
+
+/// The on-disk shape of a [`CacheEntry`], read in one pass.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EntryIn {
+    config_hash: String,
+    #[serde(default)]
+    tools: Vec<rmcp::model::Tool>,
+    #[serde(default)]
+    resources: Vec<rmcp::model::Resource>,
+    #[serde(default)]
+    prompts: Vec<rmcp::model::Prompt>,
+    #[serde(default)]
+    instructions: Option<String>,
+    #[serde(default)]
+    protocol_version: Option<String>,
+    #[serde(default)]
+    era: Option<String>,
+    #[serde(default)]
+    ttl_ms: Option<u64>,
+    #[serde(default)]
+    cache_scope: Option<String>,
+    cached_at: u64,
+}
+
+impl Serialize for CacheEntry {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let m = self.metadata.as_ref();
+        EntryOut {
+            config_hash: &self.config_hash,
+            tools: &m.tools,
+            resources: &m.resources,
+            prompts: &m.prompts,
+            instructions: &m.instructions,
+            protocol_version: &m.protocol_version,
+            era: &m.era,
+            ttl_ms: &m.ttl_ms,
+            cache_scope: &m.cache_scope,
+            cached_at: self.cached_at,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for CacheEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let e = EntryIn::deserialize(deserializer)?;
+        Ok(CacheEntry {
+            config_hash: e.config_hash,
+            metadata: Arc::new(ServerMetadata {
+                tools: e.tools,
+                resources: e.resources,
+                prompts: e.prompts,
+                instructions: e.instructions,
+                protocol_version: e.protocol_version,
+                era: e.era,
+                ttl_ms: e.ttl_ms,
+                cache_scope: e.cache_scope,
+            }),
+            cached_at: e.cached_at,
+        })
+    }
 }
 
 /// How usable an entry is for a given server definition.
@@ -59,10 +145,10 @@ pub enum Freshness {
 }
 
 impl CacheEntry {
-    pub fn new(config_hash: String, metadata: ServerMetadata, now: SystemTime) -> CacheEntry {
+    pub fn new(config_hash: String, metadata: impl Into<Arc<ServerMetadata>>, now: SystemTime) -> CacheEntry {
         CacheEntry {
             config_hash,
-            metadata,
+            metadata: metadata.into(),
             cached_at: epoch_ms(now),
         }
     }

@@ -26,7 +26,7 @@ use crate::trace::TraceSink;
 pub(crate) struct Shared {
     pub settings: Settings,
     pub project_dir: PathBuf,
-    pub http: reqwest::Client,
+    pub http: crate::transport::SharedHttp,
     pub process: ProcessOptions,
     pub tuning: Tuning,
     pub handlers: Arc<Handlers>,

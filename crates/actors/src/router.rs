@@ -58,6 +58,9 @@ pub(crate) struct RouterArgs {
     pub known: BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)>,
     pub catalog_tx: watch::Sender<Arc<Catalog>>,
     pub shared: Arc<Shared>,
+    /// False for the first router of a runtime: `Runtime::start` already published the catalog built from the
+    /// same inputs, so building it again would only cost start-up time. A restarted router publishes.
+    pub publish_at_start: bool,
 }
 
 pub(crate) struct RouterState {
@@ -282,16 +285,20 @@ impl Actor for RouterActor {
             known,
             catalog_tx,
             shared,
+            publish_at_start,
         } = args;
+        let version = catalog_tx.borrow().version;
         let mut st = RouterState {
             config,
             known,
             catalog_tx,
-            version: 0,
+            version,
             shared,
         };
-        let names = st.config.servers.iter().map(|s| s.name.clone()).collect();
-        Self::publish(&mut st, names);
+        if publish_at_start {
+            let names = st.config.servers.iter().map(|s| s.name.clone()).collect();
+            Self::publish(&mut st, names);
+        }
         Ok(st)
     }
 

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::auth::{AuthHandle, AuthOptions};
 use crate::cache::{Freshness, MetadataCache};
 use crate::call::{CallOptions, ToolOutput};
-use crate::catalog::{Catalog, CatalogTool, MetadataSource, ServerMetadata};
+use crate::catalog::{Catalog, CatalogTool, MetadataSource};
 use crate::context::Shared;
 use crate::error::{Error, Result};
 use crate::handler::Handlers;
@@ -429,10 +429,10 @@ impl Runtime {
             tuning,
             auth,
         } = opts;
+        // Built on first use: a runtime of stdio servers never loads the root certificates.
         let http = match http {
-            Some(h) => h,
-            None => crate::transport::default_http_client()
-                .map_err(|e| Error::actor(format!("cannot build the HTTP client: {e}")))?,
+            Some(h) => crate::transport::SharedHttp::from(h),
+            None => crate::transport::SharedHttp::lazy(),
         };
         let cache = MetadataCache::in_agent_dir(&agent_dir);
         let configured: std::collections::BTreeSet<String> = config.servers.iter().map(|s| s.name.clone()).collect();
@@ -453,7 +453,7 @@ impl Runtime {
                         Some(Freshness::Stale) => MetadataSource::StaleCache,
                         None => continue,
                     };
-                    initial.insert(s.name.clone(), (entry.metadata.clone(), source));
+                    initial.insert(s.name.clone(), (Arc::clone(&entry.metadata), source));
                 }
                 if cache.exists()
                     && file.servers.keys().any(|k| !configured.contains(k))
@@ -490,11 +490,8 @@ impl Runtime {
         });
         shared.set_connect_budget(&config.servers);
         auth.attach(&shared);
-        let known_for_catalog: BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)> = initial
-            .iter()
-            .map(|(k, (m, s))| (k.clone(), (Arc::new(m.clone()), *s)))
-            .collect();
-        let (catalog_tx, catalog_rx) = watch::channel(Arc::new(build_catalog(&config, &known_for_catalog, 0)));
+        // Built once here; the router starts from this snapshot instead of building it again.
+        let (catalog_tx, catalog_rx) = watch::channel(Arc::new(build_catalog(&config, &initial, 0)));
         let args = SupArgs {
             config,
             shared: shared.clone(),

@@ -171,7 +171,7 @@ struct Live {
 pub(crate) struct ServerArgs {
     pub cfg: ServerConfig,
     pub shared: Arc<Shared>,
-    pub initial: Option<(ServerMetadata, MetadataSource)>,
+    pub initial: Option<(Arc<ServerMetadata>, MetadataSource)>,
 }
 
 pub(crate) struct ServerActorState {
@@ -196,7 +196,8 @@ pub(crate) struct ServerActorState {
     revalidation_pending: bool,
     last_response: Option<Instant>,
     ever_connected: bool,
-    metadata: Option<(ServerMetadata, MetadataSource)>,
+    /// Shared with the router, the supervisor's `known` map and cache writes: never deep-copied.
+    metadata: Option<(Arc<ServerMetadata>, MetadataSource)>,
     resume: Option<SessionResume>,
     refresh_dirty: Vec<ListKind>,
     refresh_scheduled: bool,
@@ -281,7 +282,7 @@ impl ServerActor {
         if let Some(router) = st.shared.router() {
             let _ = router.send_message(RouterMsg::Metadata {
                 server: st.cfg.name.clone(),
-                metadata: st.metadata.as_ref().map(|(m, s)| (Arc::new(m.clone()), *s)),
+                metadata: st.metadata.as_ref().map(|(m, s)| (m.clone(), *s)),
             });
         }
     }
@@ -425,12 +426,26 @@ impl ServerActor {
                 st.health_failures = 0;
                 st.last_response = Some(now);
                 st.pid = conn.pid;
-                let mut meta = st.metadata.as_ref().map(|(m, _)| m.clone()).unwrap_or_default();
+                // A fresh value: the discovery replaces the tools; resources and prompts it did not list (listing
+                // failed, tolerated) keep their previous lists. Only those lists are copied, never the tools.
+                let mut meta = ServerMetadata::default();
+                if let Some((old, _)) = &st.metadata {
+                    if discovery.resources.is_none() {
+                        meta.resources.clone_from(&old.resources);
+                    }
+                    if discovery.prompts.is_none() {
+                        meta.prompts.clone_from(&old.prompts);
+                    }
+                    if discovery.tools.is_none() {
+                        meta.tools.clone_from(&old.tools);
+                        meta.ttl_ms = old.ttl_ms;
+                    }
+                }
                 apply_discovery(&mut meta, discovery);
                 meta.instructions = conn.instructions.clone();
                 meta.protocol_version = Some(conn.protocol_version.clone());
                 meta.era = Some(era_name(conn.era).to_owned());
-                st.metadata = Some((meta, MetadataSource::Live));
+                st.metadata = Some((Arc::new(meta), MetadataSource::Live));
                 let peer = conn.client.peer().clone();
                 let dead = CancellationToken::new();
                 let watch_stop = CancellationToken::new();
@@ -1069,7 +1084,7 @@ impl ServerActor {
                 match result {
                     Ok(d) => {
                         if let Some((meta, _)) = &mut st.metadata {
-                            apply_discovery(meta, *d);
+                            apply_discovery(Arc::make_mut(meta), *d);
                         }
                         Self::publish_metadata(st);
                         Self::write_cache(st);

@@ -37,7 +37,7 @@ pub(crate) enum SupMsg {
 pub(crate) struct SupArgs {
     pub config: Arc<Config>,
     pub shared: Arc<Shared>,
-    pub initial: BTreeMap<String, (ServerMetadata, MetadataSource)>,
+    pub initial: BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)>,
     pub catalog_tx: watch::Sender<Arc<Catalog>>,
 }
 
@@ -68,7 +68,7 @@ impl SupervisorActor {
         myself: &ActorRef<SupMsg>,
         st: &mut SupState,
         server: &str,
-        initial: Option<(ServerMetadata, MetadataSource)>,
+        initial: Option<(Arc<ServerMetadata>, MetadataSource)>,
     ) -> Result<(), ActorProcessingErr> {
         let Some(cfg) = st.config.server(server).cloned() else {
             return Ok(());
@@ -84,13 +84,18 @@ impl SupervisorActor {
         Ok(())
     }
 
-    async fn spawn_router(myself: &ActorRef<SupMsg>, st: &mut SupState) -> Result<(), ActorProcessingErr> {
+    async fn spawn_router(
+        myself: &ActorRef<SupMsg>,
+        st: &mut SupState,
+        publish_at_start: bool,
+    ) -> Result<(), ActorProcessingErr> {
         let known = st.shared.known_metadata();
         let args = RouterArgs {
             config: st.config.clone(),
             known,
             catalog_tx: st.catalog_tx.clone(),
             shared: st.shared.clone(),
+            publish_at_start,
         };
         let (router, _join) = Actor::spawn_linked(None, RouterActor, args, myself.get_cell()).await?;
         st.children.insert(router.get_id(), Child::Router);
@@ -150,7 +155,7 @@ impl SupervisorActor {
                     } else {
                         *src
                     };
-                    (m.as_ref().clone(), src)
+                    (m.clone(), src)
                 })
             } else {
                 st.shared.update_known(&s.name, None);
@@ -220,12 +225,7 @@ impl Actor for SupervisorActor {
             initial,
             catalog_tx,
         } = args;
-        shared.set_known(
-            initial
-                .iter()
-                .map(|(k, (m, s))| (k.clone(), (Arc::new(m.clone()), *s)))
-                .collect(),
-        );
+        shared.set_known(initial.clone());
         let mut st = SupState {
             config,
             shared,
@@ -235,7 +235,7 @@ impl Actor for SupervisorActor {
             clock: ClockWatch::new(SystemTime::now(), Instant::now()),
             clock_timer: None,
         };
-        Self::spawn_router(&myself, &mut st).await?;
+        Self::spawn_router(&myself, &mut st, false).await?;
         let names: Vec<String> = st.config.servers.iter().map(|s| s.name.clone()).collect();
         for name in names {
             let init = initial.get(&name).cloned();
@@ -265,7 +265,7 @@ impl Actor for SupervisorActor {
                     } else {
                         *s
                     };
-                    (m.as_ref().clone(), src)
+                    (m.clone(), src)
                 });
                 if let Err(e) = Self::spawn_server(&myself, st, &server, initial).await {
                     tracing::error!(%server, error = %e, "could not respawn the server actor");
@@ -273,7 +273,7 @@ impl Actor for SupervisorActor {
             }
             SupMsg::RestartRouter => {
                 if !st.shared.is_shutting_down() {
-                    Self::spawn_router(&myself, st).await?;
+                    Self::spawn_router(&myself, st, true).await?;
                 }
             }
             SupMsg::Reconfigure { config, reply } => {

@@ -68,13 +68,8 @@ fn main() {
         }
     };
     runtime.block_on(async move {
-        let http = match pimcp_actors::transport::default_http_client() {
-            Ok(h) => h,
-            Err(e) => {
-                eprintln!("pimcp-spawn-probe: {e}");
-                std::process::exit(1);
-            }
-        };
+        // Stdio only: the HTTP client is never built.
+        let http = pimcp_actors::transport::SharedHttp::lazy();
         let spec = ConnectSpec {
             server: server(program, rest),
             project_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),

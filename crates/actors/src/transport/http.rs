@@ -133,6 +133,10 @@ pub(super) async fn connect<H: ClientHandler>(
             message: "`url` is not a valid http(s) URL".into(),
         })?;
     let auth = resolve_auth(&spec, &http, deadline).await?;
+    let client = spec.http.client().map_err(|e| ConnectError::Config {
+        server: name.clone(),
+        message: format!("cannot build the HTTP client: {e}"),
+    })?;
 
     let mut custom: HashMap<HeaderName, HeaderValue> = HashMap::new();
     for (k, v) in &auth.headers {
@@ -154,24 +158,24 @@ pub(super) async fn connect<H: ClientHandler>(
         let finding = handshake::bounded(
             deadline,
             &spec.cancel,
-            probe::probe_endpoint(&spec.http, &url, &auth.headers, auth.bearer.as_deref()),
+            probe::probe_endpoint(&client, &url, &auth.headers, auth.bearer.as_deref()),
         )
         .await
         .map_err(|a| abort_error(&spec, a))?;
         if finding.legacy_sse_candidate {
             tracing::info!(server = %name, status = ?finding.status, "using the legacy HTTP+SSE transport");
-            return sse_legacy::connect(spec, url, auth, handler, deadline).await;
+            return sse_legacy::connect(spec, client, url, auth, handler, deadline).await;
         }
     }
 
     let state = SessionState::new(&http.url, spec.resume_session.clone());
-    let client = SessionClient {
-        http: spec.http.clone(),
+    let session_client = SessionClient {
+        http: client.clone(),
         state: state.clone(),
         auth: spec.token_source.clone(),
     };
     let transport = crate::trace::traced(
-        StreamableHttpClientTransport::with_client(client, config),
+        StreamableHttpClientTransport::with_client(session_client, config),
         spec.trace.as_ref(),
         TransportKind::StreamableHttp,
     );
@@ -200,7 +204,7 @@ pub(super) async fn connect<H: ClientHandler>(
             let finding = handshake::bounded(
                 deadline.max(Instant::now() + probe::PROBE_TIMEOUT),
                 &spec.cancel,
-                probe::probe_endpoint(&spec.http, &url, &auth.headers, auth.bearer.as_deref()),
+                probe::probe_endpoint(&client, &url, &auth.headers, auth.bearer.as_deref()),
             )
             .await
             .map_err(|a| abort_error(&spec, a))?;

@@ -17,7 +17,7 @@ mod sse_legacy;
 mod stdio;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rmcp::model::{Implementation, ServerCapabilities};
@@ -38,8 +38,8 @@ pub struct ConnectSpec {
     pub server: pimcp_config::ServerConfig,
     /// Default working directory of stdio servers.
     pub project_dir: PathBuf,
-    /// One shared client for the whole runtime (see [`default_http_client`]).
-    pub http: reqwest::Client,
+    /// One shared client for the whole runtime, built on first use (see [`SharedHttp`]).
+    pub http: SharedHttp,
     /// The era remembered in the metadata cache (used with protocol `auto`).
     pub era_hint: Option<Era>,
     pub process: ProcessOptions,
@@ -173,6 +173,48 @@ impl<H: ClientHandler> Connection<H> {
             child.kill_now().await;
         }
         token
+    }
+}
+
+/// The runtime's one HTTP client, built on first use: building a reqwest client loads the system root certificates
+/// (a few ms and a few MiB), which a runtime whose servers are all stdio never needs. Clones share the client.
+#[derive(Clone, Default)]
+pub struct SharedHttp {
+    cell: Arc<OnceLock<reqwest::Client>>,
+}
+
+impl SharedHttp {
+    /// Built with [`default_http_client`] when a server first needs it.
+    pub fn lazy() -> SharedHttp {
+        SharedHttp::default()
+    }
+
+    /// The client, building it now if needed.
+    pub fn client(&self) -> reqwest::Result<reqwest::Client> {
+        if let Some(c) = self.cell.get() {
+            return Ok(c.clone());
+        }
+        let built = default_http_client()?;
+        Ok(self.cell.get_or_init(|| built).clone())
+    }
+
+    /// Whether the client has been built (diagnostics and tests).
+    pub fn is_built(&self) -> bool {
+        self.cell.get().is_some()
+    }
+}
+
+impl From<reqwest::Client> for SharedHttp {
+    fn from(client: reqwest::Client) -> SharedHttp {
+        let cell = OnceLock::new();
+        let _ = cell.set(client);
+        SharedHttp { cell: Arc::new(cell) }
+    }
+}
+
+impl std::fmt::Debug for SharedHttp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedHttp").field("built", &self.is_built()).finish()
     }
 }
 

@@ -150,6 +150,7 @@ impl Transport<RoleClient> for LegacySseTransport {
 
 pub(super) async fn connect<H: ClientHandler>(
     spec: ConnectSpec,
+    http: reqwest::Client,
     url: url::Url,
     auth: HttpAuth,
     handler: H,
@@ -165,8 +166,7 @@ pub(super) async fn connect<H: ClientHandler>(
         Abort::Cancelled => ConnectError::Cancelled { server: name.clone() },
     };
     let shown = display_url(&url);
-    let mut request = spec
-        .http
+    let mut request = http
         .get(url.clone())
         .header(http::header::ACCEPT, "text/event-stream")
         .headers(auth.headers.clone());
@@ -273,7 +273,7 @@ pub(super) async fn connect<H: ClientHandler>(
         }
     });
     let transport = LegacySseTransport {
-        http: spec.http.clone(),
+        http,
         post_url,
         headers: auth.headers.clone(),
         bearer: auth.bearer.clone(),

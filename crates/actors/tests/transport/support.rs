@@ -83,7 +83,7 @@ pub fn spec(server: ServerConfig, project_dir: &Path) -> ConnectSpec {
     ConnectSpec {
         server,
         project_dir: project_dir.to_path_buf(),
-        http: pimcp_actors::transport::default_http_client().unwrap(),
+        http: pimcp_actors::transport::SharedHttp::lazy(),
         era_hint: None,
         process: ProcessOptions {
             shim: ShimMode::Path(shim()),
