@@ -12,5 +12,4 @@ mod inspector;
 mod orphans;
 #[path = "interop/python.rs"]
 mod python;
-#[path = "interop/support.rs"]
 mod support;

@@ -3,11 +3,11 @@
 //! (proxy request → tool call → upstream request, and the connect the first call caused), with metadata attributes
 //! only; secrets planted in a server's environment, in an HTTP header and in call arguments never appear in any
 //! exported span, in the JSONL protocol trace or in the debug log. Without the variable no exporter thread exists.
+//! Exits that bypass the normal end (the end of `--attach`, the second signal) still flush the spans already ended.
+//! `status --watch` follows the in-process runtime, or with `--attach URL` a running `serve --http` instance.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "interop/support.rs"]
-#[allow(dead_code)]
 mod support;
 
 use std::collections::BTreeMap;
@@ -119,7 +119,7 @@ fn http_fixture(dir: &Path) -> (Daemon, u16) {
     .env("PATH", std::env::var_os("PATH").unwrap_or_default());
     let daemon = Daemon::spawn(cmd, dir.join("fixture.log"));
     assert!(
-        support::poll_until(Duration::from_secs(20), || port_file.exists()),
+        support::poll(Duration::from_secs(20), || port_file.exists()),
         "the HTTP fixture did not start: {}",
         daemon.log_text()
     );
@@ -500,4 +500,155 @@ async fn status_watch_redraws_the_table_on_a_terminal() {
         .unwrap();
     assert_eq!(status.code(), Some(130), "{:?}", text());
     let _ = reader.await;
+}
+
+/// The OTLP variables of a process whose batch processor would only export on its own after ten minutes: spans can
+/// reach the receiver during the test only through an explicit flush.
+fn flush_only_env(endpoint: &str) -> [(&'static str, String); 2] {
+    [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.to_owned()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "600000".to_owned()),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_flushes_its_span_before_exiting() {
+    let (received, endpoint) = receiver().await;
+    let sandbox = Sandbox::new(json!({ "fx": { "command": mcp_fixture::bin_path() } }));
+    let serve = sandbox.serve_http(&[]);
+    let mut cmd = sandbox.command(&["--attach", &serve.url()]);
+    for (k, v) in flush_only_env(&endpoint) {
+        cmd.env(k, v);
+    }
+    cmd.kill_on_drop(true);
+    let attach_log = sandbox.path("attach.log");
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(std::fs::File::create(&attach_log).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = transport.id().unwrap();
+    let client = Host.serve(transport).await.unwrap();
+    let mcp = Mcp { client, pid };
+    let text = mcp.ok(json!({ "tool": "fx_echo", "args": { "text": "via attach" } })).await;
+    assert_eq!(text.trim(), "via attach");
+    mcp.close().await;
+
+    let attach_span = || {
+        received
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|s| s.name == "attach")
+            .cloned()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), async || attach_span().is_some()).await,
+        "the attach span was not flushed before exit: {:?}\n--- attach stderr\n{}",
+        received.spans.lock().unwrap().iter().map(|s| &s.name).collect::<Vec<_>>(),
+        std::fs::read_to_string(&attach_log).unwrap_or_default()
+    );
+    let span = attach_span().unwrap();
+    assert_eq!(span.attrs.get("outcome").map(String::as_str), Some("ok"), "{span:?}");
+    let requests: u64 = span.attrs["requests"].parse().unwrap();
+    assert!(requests >= 2, "initialize and tools/call were relayed: {span:?}");
+    assert_eq!(span.service, "pimcp-run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_still_flushes_the_spans_already_ended() {
+    let (received, endpoint) = receiver().await;
+    let sandbox = Sandbox::from_config(&json!({ "mcpServers": { "fx": {
+        "command": support::fixture(), "args": ["--event-log", "{dir}/fx.log"]
+    } } }));
+    let env = flush_only_env(&endpoint);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut serve = sandbox.serve_http_with(&["--drain-timeout", "300"], &env);
+    let host = support::client(&serve.url(), None).await;
+    let peer = host.peer().clone();
+    let echoed = support::call(&peer, "mcp", json!({ "tool": "fx_echo", "args": { "text": "before" } })).await;
+    assert_eq!(support::text_of(&echoed), "before");
+    // A call that keeps the drain waiting: only the second signal can end pimcp-run soon.
+    let _slow = tokio::spawn({
+        let peer = peer.clone();
+        async move {
+            let mut params = rmcp::model::CallToolRequestParams::new("mcp");
+            params.arguments = json!({ "tool": "fx_slow", "args": { "ms": 120000 } }).as_object().cloned();
+            peer.call_tool(params).await
+        }
+    });
+    let log = sandbox.path("fx.log");
+    assert!(eventually(support::DEADLINE, async || support::count_events(&log, "call", Some("slow")) == 1).await);
+    serve.signal("TERM");
+    assert!(
+        eventually(support::DEADLINE, async || serve.log_text().contains("waiting for calls in flight")).await,
+        "the first signal starts the drain:\n{}",
+        serve.log_text()
+    );
+    serve.signal("TERM");
+    let status = serve
+        .wait_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("the second signal did not end pimcp-run:\n{}", serve.log_text()));
+    assert_eq!(status.code(), Some(128 + 15), "{}", serve.log_text());
+
+    let echo_call = || {
+        find(
+            &received.spans.lock().unwrap(),
+            "tool_call",
+            &[("server", "fx"), ("tool", "echo"), ("outcome", "ok")],
+        )
+        .len()
+    };
+    assert!(
+        eventually(Duration::from_secs(10), async || echo_call() == 1).await,
+        "the finished call's span was not flushed at the immediate exit: {:?}\n--- pimcp-run stderr\n{}",
+        received.spans.lock().unwrap().iter().map(|s| &s.name).collect::<Vec<_>>(),
+        serve.log_text()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_watch_follows_a_running_serve_instance() {
+    use tokio::io::AsyncBufReadExt as _;
+    let sandbox = Sandbox::new(json!({ "fx": { "command": mcp_fixture::bin_path() } }));
+    let serve = sandbox.serve_http(&[]);
+
+    // Once, as JSON: the instance's own answer.
+    let once = support::run_to_end(sandbox.command(&["status", "--attach", &serve.url(), "--json"]), support::DEADLINE).await;
+    assert_eq!(once.code, Some(0), "{}", once.stderr);
+    let value: Value = serde_json::from_str(&once.stdout).unwrap();
+    assert_eq!(value["schema"], "pimcp/serve-status/v1");
+    assert_eq!(value["status"]["servers"][0]["name"], "fx");
+
+    let mut child = watch_command(&sandbox, &["--attach", &serve.url()]);
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let seen = read_until(&mut lines, Duration::from_secs(30), |l| l.ends_with(" fx cached")).await;
+    assert!(
+        seen.iter().any(|l| l.ends_with("instance: 0 sessions, 0 calls in flight")),
+        "{seen:#?}"
+    );
+    // A host connects and calls: the watch shows the session and the server coming up.
+    let host = support::client(&serve.url(), None).await;
+    let echoed = support::call(host.peer(), "mcp", json!({ "tool": "fx_echo", "args": { "text": "hi" } })).await;
+    assert_eq!(support::text_of(&echoed), "hi");
+    let seen = read_until(&mut lines, Duration::from_secs(30), |l| l.contains(" fx ready (")).await;
+    let all = seen.join("\n");
+    assert!(all.contains("instance: 1 session,"), "{seen:#?}");
+
+    interrupt(child.id().unwrap());
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
+        .await
+        .expect("status --watch --attach did not stop on SIGINT")
+        .unwrap();
+    assert_eq!(status.code(), Some(130));
+    host.cancel().await.unwrap();
+
+    // A wrong URL is an error, not a hang.
+    let refused = support::run_to_end(
+        sandbox.command(&["status", "--attach", &format!("http://127.0.0.1:{}/mcp", support::free_port())]),
+        support::DEADLINE,
+    )
+    .await;
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert!(refused.stderr.contains("cannot reach"), "{}", refused.stderr);
 }

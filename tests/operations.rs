@@ -15,5 +15,4 @@ mod security;
 mod shared;
 #[path = "operations/shutdown.rs"]
 mod shutdown;
-#[path = "operations/support.rs"]
 mod support;

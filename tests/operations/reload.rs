@@ -21,8 +21,8 @@ fn two_servers(b_args: &[&str]) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn editing_one_server_restarts_only_it_and_a_call_on_another_completes() {
-    let sandbox = Sandbox::new(&two_servers(&[]));
-    let serve = sandbox.serve(&[]);
+    let sandbox = Sandbox::from_config(&two_servers(&[]));
+    let serve = sandbox.serve_http(&[]);
     let host = client(&serve.url(), None).await;
     let peer = host.peer().clone();
     let (a_log, b_log) = (sandbox.path("a.log"), sandbox.path("b.log"));
@@ -75,8 +75,8 @@ async fn editing_one_server_restarts_only_it_and_a_call_on_another_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_file_keeps_the_running_setup_and_the_error_shows_in_status() {
-    let sandbox = Sandbox::new(&two_servers(&[]));
-    let serve = sandbox.serve(&[]);
+    let sandbox = Sandbox::from_config(&two_servers(&[]));
+    let serve = sandbox.serve_http(&[]);
     let host = client(&serve.url(), None).await;
     let peer = host.peer().clone();
     let b_log = sandbox.path("b.log");
@@ -121,8 +121,8 @@ async fn an_invalid_file_keeps_the_running_setup_and_the_error_shows_in_status()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stdio_entry_point_reloads_when_the_file_changes() {
-    let sandbox = Sandbox::new(&json!({ "mcpServers": { "a": { "command": fixture() } } }));
-    let mut cmd = tokio::process::Command::from(sandbox.command(&[]));
+    let sandbox = Sandbox::from_config(&json!({ "mcpServers": { "a": { "command": fixture() } } }));
+    let mut cmd = sandbox.command(&[]);
     cmd.kill_on_drop(true);
     let (transport, _) = TokioChildProcess::builder(cmd)
         .stderr(std::fs::File::create(sandbox.path("stdio.log")).unwrap())

@@ -18,9 +18,9 @@ fn one_fixture() -> serde_json::Value {
 
 #[test]
 fn off_loopback_without_a_token_is_refused_before_binding() {
-    let sandbox = Sandbox::new(&one_fixture());
+    let sandbox = Sandbox::from_config(&one_fixture());
     let out = sandbox
-        .command(&["serve", "--http", "0.0.0.0:0"])
+        .std_command(&["serve", "--http", "0.0.0.0:0"])
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
@@ -33,7 +33,7 @@ fn off_loopback_without_a_token_is_refused_before_binding() {
     assert!(!stderr.contains("serving MCP on"), "nothing was bound: {stderr}");
     // A short token is refused too, and never echoed.
     let out = sandbox
-        .command(&["serve", "--http", "0.0.0.0:0", "--auth-token", "hunter2"])
+        .std_command(&["serve", "--http", "0.0.0.0:0", "--auth-token", "hunter2"])
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
@@ -44,10 +44,10 @@ fn off_loopback_without_a_token_is_refused_before_binding() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_token_every_request_must_carry_it_and_attach_sends_it() {
-    let sandbox = Sandbox::new(&one_fixture());
+    let sandbox = Sandbox::from_config(&one_fixture());
     let token_file = sandbox.path("token");
     std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
-    let serve = sandbox.serve(&["--auth-token-file", token_file.to_str().unwrap()]);
+    let serve = sandbox.serve_http(&["--auth-token-file", token_file.to_str().unwrap()]);
     assert!(!serve.log_text().contains(TOKEN), "the token is never logged");
 
     let (code, _) = http(serve.addr, "POST", "/mcp", &MCP_HEADERS, INITIALIZE);
@@ -81,12 +81,12 @@ async fn with_a_token_every_request_must_carry_it_and_attach_sends_it() {
     assert_eq!(text_of(&r), "over http");
 
     // A stdio host attached to the same instance shares its server.
-    let mut attach = tokio::process::Command::from(sandbox.command(&[
+    let mut attach = sandbox.command(&[
         "--attach",
         &serve.url(),
         "--attach-token-file",
         token_file.to_str().unwrap(),
-    ]));
+    ]);
     attach.kill_on_drop(true);
     let (transport, _) = TokioChildProcess::builder(attach)
         .stderr(std::fs::File::create(sandbox.path("attach.log")).unwrap())
@@ -116,8 +116,8 @@ async fn with_a_token_every_request_must_carry_it_and_attach_sends_it() {
 
 #[test]
 fn a_foreign_host_header_is_rejected() {
-    let sandbox = Sandbox::new(&one_fixture());
-    let serve = sandbox.serve(&[]);
+    let sandbox = Sandbox::from_config(&one_fixture());
+    let serve = sandbox.serve_http(&[]);
     let evil = [MCP_HEADERS[0], MCP_HEADERS[1], ("Host", "evil.example")];
     assert_eq!(http(serve.addr, "POST", "/mcp", &evil, INITIALIZE).0, 403);
     assert_eq!(

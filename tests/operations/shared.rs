@@ -15,13 +15,13 @@ const INSPECTOR_CALLS: usize = 60;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_inspector_share_one_serve_instance_and_one_upstream_process() {
-    let sandbox = Sandbox::new(&json!({ "mcpServers": { "fixture": {
+    let sandbox = Sandbox::from_config(&json!({ "mcpServers": { "fixture": {
         "command": fixture(),
         "args": ["--event-log", "{dir}/fixture.log"],
         "directTools": ["echo"],
     } } }));
     let log = sandbox.path("fixture.log");
-    let serve = sandbox.serve(&[]);
+    let serve = sandbox.serve_http(&[]);
     let url = serve.url();
     // Connect once so the direct tool `fixture_echo` is known (a lazy server with nothing cached shows only `mcp`).
     let admin = client(&url, None).await;

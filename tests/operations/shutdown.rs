@@ -10,10 +10,10 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_the_call_in_flight_exits_0_and_leaves_no_child() {
-    let sandbox = Sandbox::new(&json!({ "mcpServers": { "fx": {
+    let sandbox = Sandbox::from_config(&json!({ "mcpServers": { "fx": {
         "command": fixture(), "args": ["--event-log", "{dir}/fx.log"]
     } } }));
-    let mut serve = sandbox.serve(&["--drain-timeout", "60"]);
+    let mut serve = sandbox.serve_http(&["--drain-timeout", "60"]);
     let host = client(&serve.url(), None).await;
     let peer = host.peer().clone();
     let log = sandbox.path("fx.log");
@@ -46,12 +46,12 @@ async fn sigterm_drains_the_call_in_flight_exits_0_and_leaves_no_child() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_exits_at_once_and_leaves_no_child() {
-    let sandbox = Sandbox::new(&json!({ "mcpServers": { "fx": {
+    let sandbox = Sandbox::from_config(&json!({ "mcpServers": { "fx": {
         "command": fixture(),
         "args": ["--event-log", "{dir}/fx.log", "--ignore-sigterm", "--spawn-grandchild", "{dir}/grandchild.pid"]
     } } }));
     // A long drain bound and a long call: only the second signal can make it exit soon.
-    let mut serve = sandbox.serve(&["--drain-timeout", "300"]);
+    let mut serve = sandbox.serve_http(&["--drain-timeout", "300"]);
     let host = client(&serve.url(), None).await;
     let peer = host.peer().clone();
     let log = sandbox.path("fx.log");

@@ -1,8 +1,9 @@
 //! Logging and tracing of `pimcp-run` (SPEC 9): human logs on stderr (`PIMCP_LOG`, else `RUST_LOG`, else `warn`),
 //! and, only when `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set, an OpenTelemetry
 //! exporter that sends pimcp's spans over OTLP/HTTP (protobuf) from a batch processor thread. Without an endpoint no
-//! exporter, thread or connection exists. [`shutdown`] flushes; it runs when the [`Telemetry`] guard drops and must
-//! be called before `std::process::exit`.
+//! exporter, thread or connection exists. [`shutdown`] flushes; it runs when the [`Telemetry`] guard drops. Exits
+//! that bypass the guard (`std::process::exit`: the end of `--attach`, the second SIGINT/SIGTERM) call
+//! [`shutdown_within`] first, which waits at most [`EXIT_FLUSH_BOUND`].
 //!
 //! Only pimcp's own spans are exported ([`EXPORTED_TARGETS`]): they carry metadata (server, tool, method, outcome,
 //! durations), never arguments, results, headers or tokens. Third-party spans are not: process-wrap's spawn span
@@ -10,6 +11,7 @@
 //! filter always caps those crates ([`LOG_CAP`]), whatever `PIMCP_LOG` asks for.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig as _};
@@ -39,6 +41,10 @@ pub(crate) const LOG_CAP: [(&str, LevelFilter); 6] = [
     ("h2", LevelFilter::INFO),
     ("reqwest", LevelFilter::INFO),
 ];
+
+/// How long an exit that cannot wait for the OTLP timeout (the end of `--attach`, a second signal) waits for the
+/// spans to be flushed.
+pub(crate) const EXIT_FLUSH_BOUND: Duration = Duration::from_secs(2);
 
 /// The tracer provider, kept for [`shutdown`].
 static PROVIDER: Mutex<Option<SdkTracerProvider>> = Mutex::new(None);
@@ -99,6 +105,33 @@ pub(crate) fn shutdown() {
         && let Err(e) = provider.shutdown()
     {
         eprintln!("pimcp-run: flushing OpenTelemetry spans failed: {e}");
+    }
+}
+
+/// [`shutdown`], waiting at most `bound` for it (the OTLP timeout may be longer; a collector that does not answer
+/// must not hold up an exit). Returns whether the flush finished in time; call it right before
+/// `std::process::exit`. Safe on a tokio worker thread: the flush runs on a thread of its own.
+pub(crate) fn shutdown_within(bound: Duration) -> bool {
+    let has_provider = match PROVIDER.lock() {
+        Ok(g) => g.is_some(),
+        Err(p) => p.into_inner().is_some(),
+    };
+    if !has_provider {
+        return true;
+    }
+    let (done, finished) = std::sync::mpsc::channel();
+    let flush = std::thread::Builder::new()
+        .name("pimcp-otel-flush".into())
+        .spawn(move || {
+            shutdown();
+            let _ = done.send(());
+        });
+    match flush {
+        Ok(_) => finished.recv_timeout(bound).is_ok(),
+        Err(e) => {
+            eprintln!("pimcp-run: cannot start the OpenTelemetry flush: {e}");
+            false
+        }
     }
 }
 

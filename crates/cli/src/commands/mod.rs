@@ -11,6 +11,7 @@ mod edit;
 mod init;
 mod launch;
 mod prompts;
+mod remote;
 mod search;
 mod serve;
 mod session;

@@ -159,12 +159,15 @@ pub(crate) fn attach(url: &str, token_file: Option<&Path>) -> anyhow::Result<u8>
             EXIT_FAILED
         }
     };
+    // `exit` skips the telemetry guard in main: flush the relay's spans here, briefly.
+    crate::telemetry::shutdown_within(crate::telemetry::EXIT_FLUSH_BOUND);
     // The stdin reader thread cannot be joined; nothing else is left to wait for.
     std::process::exit(i32::from(code));
 }
 
-/// The second SIGINT/SIGTERM ends the process at once (128 + signal number). The servers' guardian shims kill
-/// their process groups when `pimcp-run` is gone, so no child survives.
+/// The second SIGINT/SIGTERM ends the process at once (128 + signal number), after flushing the spans already ended
+/// (at most [`crate::telemetry::EXIT_FLUSH_BOUND`]). The servers' guardian shims kill their process groups when
+/// `pimcp-run` is gone, so no child survives.
 fn exit_on_second_signal() {
     tokio::spawn(async {
         use tokio::signal::unix::{SignalKind, signal};
@@ -180,6 +183,8 @@ fn exit_on_second_signal() {
             seen += 1;
             if seen >= 2 {
                 eprintln!("pimcp-run: second signal, exiting now");
+                // Spans already ended still reach the collector (bounded: this exit must stay immediate).
+                crate::telemetry::shutdown_within(crate::telemetry::EXIT_FLUSH_BOUND);
                 std::process::exit(code);
             }
         }

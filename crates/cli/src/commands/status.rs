@@ -1,6 +1,7 @@
 //! `pimcp-run status [--connect] [--json]`: every configured server's state from a fresh in-process runtime (what
 //! the metadata cache knows, or, with `--connect`, the outcome of connecting every available server now). The JSON
-//! form is the runtime's versioned status snapshot (`pimcp/status/v1`).
+//! form is the runtime's versioned status snapshot (`pimcp/status/v1`). With `--attach URL` the status comes from a
+//! running `pimcp-run serve --http` instance instead ([`super::remote`]).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -24,9 +25,20 @@ pub(crate) struct StatusArgs {
     /// --json) until Ctrl-C.
     #[arg(long)]
     pub watch: bool,
+    /// Read the status of a running `pimcp-run serve --http` instance at URL (its MCP URL or base URL) instead of
+    /// starting servers here; with --watch, follow it (polled every second). Token from PIMCP_AUTH_TOKEN or
+    /// --attach-token-file.
+    #[arg(long, value_name = "URL", conflicts_with = "connect")]
+    pub attach: Option<String>,
+    /// With --attach: read the instance's bearer token from this file.
+    #[arg(long, value_name = "PATH", requires = "attach")]
+    pub attach_token_file: Option<std::path::PathBuf>,
 }
 
 pub(crate) fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
+    if let Some(url) = &args.attach {
+        return super::remote::run(url, args.attach_token_file.as_deref(), args.json, args.watch);
+    }
     if args.watch {
         return super::watch::run(ctx, args);
     }

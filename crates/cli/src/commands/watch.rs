@@ -96,7 +96,7 @@ async fn watch(
     }
 }
 
-fn emit(out: &mut std::io::Stdout, text: &str) -> std::io::Result<()> {
+pub(super) fn emit(out: &mut std::io::Stdout, text: &str) -> std::io::Result<()> {
     let mut lock = out.lock();
     lock.write_all(text.as_bytes())?;
     lock.flush()
@@ -171,7 +171,7 @@ fn resync(snapshot: &StatusSnapshot, missed: u64, view: View, now: SystemTime) -
 }
 
 /// `<time> <server> <state>[ (details)][ — reason]`.
-fn state_line(
+pub(super) fn state_line(
     now: SystemTime,
     server: &str,
     state: &ServerState,
@@ -202,20 +202,20 @@ fn state_line(
     line
 }
 
-fn epoch_ms(t: SystemTime) -> u64 {
+pub(super) fn epoch_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
 }
 
 /// `HH:MM:SS` (UTC).
-fn clock(t: SystemTime) -> String {
+pub(super) fn clock(t: SystemTime) -> String {
     let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs() % 86_400;
     format!("{:02}:{:02}:{:02}", secs / 3600, (secs % 3600) / 60, secs % 60)
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` (UTC).
-fn timestamp(t: SystemTime) -> String {
+pub(super) fn timestamp(t: SystemTime) -> String {
     let days = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs() / 86_400;
     let (y, m, d) = civil_from_days(i64::try_from(days).unwrap_or(0));
     format!("{y:04}-{m:02}-{d:02}T{}Z", clock(t))

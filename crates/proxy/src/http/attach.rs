@@ -11,6 +11,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{IntoTransport, StreamableHttpClientTransport, Transport};
 use rmcp::{RoleClient, RoleServer};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::guard::AuthToken;
 use crate::error::{Error, Result};
@@ -54,8 +55,26 @@ pub async fn attach_stdio(options: AttachOptions) -> Result<()> {
     attach_transport(host, options).await
 }
 
-/// The relay over any host-side transport (tests use an in-memory pipe).
+/// The relay over any host-side transport (tests use an in-memory pipe). The whole relay is one `attach` span
+/// (exported over OTLP like every pimcp span) recording how many host requests it relayed and its outcome.
 pub async fn attach_transport<T, E, A>(host: T, options: AttachOptions) -> Result<()>
+where
+    T: IntoTransport<RoleServer, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let span = tracing::info_span!(
+        "attach",
+        requests = tracing::field::Empty,
+        outcome = tracing::field::Empty
+    );
+    let mut requests = 0u64;
+    let outcome = relay(host, options, &mut requests).instrument(span.clone()).await;
+    span.record("requests", requests);
+    span.record("outcome", if outcome.is_ok() { "ok" } else { "error" });
+    outcome
+}
+
+async fn relay<T, E, A>(host: T, options: AttachOptions, requests: &mut u64) -> Result<()>
 where
     T: IntoTransport<RoleServer, E, A>,
     E: std::error::Error + Send + Sync + 'static,
@@ -95,7 +114,10 @@ where
             message = host.receive() => {
                 let Some(message) = message else { break Ok(()) };
                 let id = match &message {
-                    ClientJsonRpcMessage::Request(r) => Some(r.id.clone()),
+                    ClientJsonRpcMessage::Request(r) => {
+                        *requests += 1;
+                        Some(r.id.clone())
+                    }
                     _ => None,
                 };
                 let send = Transport::<RoleClient>::send(&mut upstream, message);
