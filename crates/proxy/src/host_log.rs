@@ -168,12 +168,20 @@ mod tests {
         );
         let (failed, data) = state_notice(
             "fx",
-            &ServerState::Failed { reason: "crash loop".into() },
+            &ServerState::Failed {
+                reason: "crash loop".into(),
+            },
             Some("exited with code 2"),
         );
         assert_eq!(failed, LoggingLevel::Error);
         assert_eq!(data["reason"], "exited with code 2");
-        assert_eq!(state_notice("fx", &ServerState::Connecting, None).0, LoggingLevel::Debug);
-        assert_eq!(state_notice("fx", &ServerState::NeedsAuth, Some("")).1.get("reason"), None);
+        assert_eq!(
+            state_notice("fx", &ServerState::Connecting, None).0,
+            LoggingLevel::Debug
+        );
+        assert_eq!(
+            state_notice("fx", &ServerState::NeedsAuth, Some("")).1.get("reason"),
+            None
+        );
     }
 }
