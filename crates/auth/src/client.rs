@@ -421,6 +421,53 @@ impl OAuthClient {
         .await
     }
 
+    /// The started login with this `state`, to persist for another process ([`crate::PendingLogins`]): its PKCE
+    /// verifier, redirect URI, discovery result and client. `None` when no such login is pending.
+    pub fn export_pending(&self, state: &str) -> Result<Option<crate::pending::PendingLogin>> {
+        let pending = self.pending()?;
+        Ok(pending.get(state).map(|flow| crate::pending::PendingLogin {
+            server: self.inner.server.clone(),
+            server_url: self.inner.server_url.to_string(),
+            state: state.to_string(),
+            verifier: flow.verifier.clone(),
+            redirect_uri: flow.redirect_uri.clone(),
+            discovered: flow.discovered.clone(),
+            client: crate::pending::PendingClient::from(&flow.client),
+            requested_scope: flow.requested_scope.clone(),
+            created_at_ms: now_ms().saturating_sub(u64::try_from(flow.started.elapsed().as_millis()).unwrap_or(0)),
+        }))
+    }
+
+    /// Take over a login another process started (see [`OAuthClient::export_pending`]), so
+    /// [`OAuthClient::complete`] can finish it here. Refused when it belongs to another server name or URL, or has
+    /// expired; it keeps its original age.
+    pub fn import_pending(&self, login: crate::pending::PendingLogin) -> Result<()> {
+        if login.server != self.inner.server || login.server_url != self.inner.server_url.as_str() {
+            return Err(Error::StateMismatch {
+                reason: "the pending login belongs to another server or server URL".into(),
+            });
+        }
+        if login.is_expired() {
+            return Err(Error::StateMismatch {
+                reason: "the pending login expired".into(),
+            });
+        }
+        let age = Duration::from_millis(login.age_ms());
+        let started = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+        let flow = PendingFlow {
+            verifier: login.verifier,
+            redirect_uri: login.redirect_uri,
+            discovered: login.discovered,
+            client: login.client.into(),
+            requested_scope: login.requested_scope,
+            started,
+        };
+        let mut pending = self.pending()?;
+        pending.retain(|_, f| f.started.elapsed() < PENDING_FLOW_TTL);
+        pending.insert(login.state, flow);
+        Ok(())
+    }
+
     /// Forget the authorization attempts counted toward [`MAX_AUTHORIZATION_ATTEMPTS`] (call after a request
     /// succeeded with the new token).
     pub fn reset_attempts(&self) {

@@ -93,6 +93,9 @@ pub struct SocketTransport {
 }
 
 /// How an HTTP server authenticates.
+// One value per configured server, built once at load: the size of the `OAuth` variant costs nothing that matters,
+// and boxing it would change every `AuthConfig::OAuth(oauth)` match across the workspace.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum AuthConfig {
     /// Not configured: OAuth is auto-detected from a 401 with `WWW-Authenticate`, unless explicit headers are set.

@@ -87,6 +87,9 @@ pub(crate) enum FlowKind {
     StepUp(Challenge),
 }
 
+/// How often a waiting login re-reads the token store for a login another process completed.
+const STORE_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Outcome of a pending login, as its waiters see it.
 type FlowOutcome = Option<std::result::Result<(), String>>;
 
@@ -100,6 +103,8 @@ pub(crate) struct AuthCore {
     legacy_dir: Option<PathBuf>,
     http: std::result::Result<OAuthHttp, String>,
     tokens: tokio::sync::OnceCell<TokenManager>,
+    /// Started logins persisted for another process (`pimcp-run auth complete`).
+    pending: pimcp_auth::PendingLogins,
     /// The last authorization problem per server (read synchronously by server actors for their status).
     errors: DashMap<String, Error>,
     flow_ids: AtomicU64,
@@ -128,6 +133,7 @@ impl AuthCore {
             legacy_dir,
             http,
             tokens: tokio::sync::OnceCell::new(),
+            pending: pimcp_auth::PendingLogins::new(data_dir),
             errors: DashMap::new(),
             flow_ids: AtomicU64::new(0),
             actor: OnceLock::new(),
@@ -183,6 +189,25 @@ struct Flow {
     started_at_ms: u64,
     done: watch::Sender<FlowOutcome>,
     listener: Option<tokio::task::AbortHandle>,
+    /// Requests held for this login (they retry with the new token themselves). Observers such as
+    /// [`ServerAuth::wait`] subscribe to `done` without counting here, so a login they watch still reconnects.
+    requests: Arc<AtomicU64>,
+}
+
+/// Counts one held request in [`Flow::requests`] while it lives.
+struct HeldRequest(Arc<AtomicU64>);
+
+impl HeldRequest {
+    fn new(requests: Arc<AtomicU64>) -> HeldRequest {
+        requests.fetch_add(1, Ordering::SeqCst);
+        HeldRequest(requests)
+    }
+}
+
+impl Drop for HeldRequest {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 #[derive(Default)]
@@ -539,6 +564,7 @@ impl ServerAuth {
             Some(rx) => rx,
             None => self.start_flow(kind).await?.1,
         };
+        let _held = self.state().flow.as_ref().map(|f| HeldRequest::new(f.requests.clone()));
         let wait = self.core.options.auto_auth_wait;
         let outcome = tokio::time::timeout(wait, done.wait_for(Option::is_some)).await;
         let outcome: FlowOutcome = match outcome {
@@ -570,16 +596,49 @@ impl ServerAuth {
 
     /// Waits up to `timeout` for the pending login to finish (by the listener or a pasted redirect). `Ok` once it
     /// stored tokens; `NeedsAuth` when it failed, was abandoned, timed out, or none is pending.
+    ///
+    /// Another process may finish it (`pimcp-run auth complete` adopts the persisted login): the token store is
+    /// re-read every [`STORE_POLL`], and a record obtained after this login started ends the wait with `Ok`.
     pub(crate) async fn wait(&self, timeout: std::time::Duration) -> Result<()> {
-        let pending = self.state().flow.as_ref().map(|f| f.done.subscribe());
-        let Some(mut done) = pending else {
+        let pending = self
+            .state()
+            .flow
+            .as_ref()
+            .map(|f| (f.done.subscribe(), f.id, f.started_at_ms));
+        let Some((mut done, id, started_at_ms)) = pending else {
             return match self.state().current {
                 Some(_) => Ok(()),
                 None => Err(self.needs_auth_error()),
             };
         };
-        let outcome = match tokio::time::timeout(timeout, done.wait_for(Option::is_some)).await {
-            Ok(Ok(value)) => value.clone(),
+        let elsewhere = async {
+            let mut tick = tokio::time::interval(STORE_POLL);
+            loop {
+                tick.tick().await;
+                let Ok(tokens) = self.core.tokens(&self.name).await else {
+                    continue;
+                };
+                if let Ok(Some(record)) = tokens.current(&self.key).await
+                    && record.obtained_at_ms >= started_at_ms
+                {
+                    return record;
+                }
+            }
+        };
+        let finished = async {
+            tokio::select! {
+                outcome = done.wait_for(Option::is_some) => outcome.map(|v| v.clone()),
+                record = elsewhere => {
+                    tracing::info!(server = %self.name, "oauth login completed by another process");
+                    self.set_current(record);
+                    self.state().detected = true;
+                    self.finish(id, Ok(()));
+                    Ok(Some(Ok(())))
+                }
+            }
+        };
+        let outcome = match tokio::time::timeout(timeout, finished).await {
+            Ok(Ok(value)) => value,
             Ok(Err(_)) => Some(Err("the login was abandoned".into())),
             Err(_) => Some(Err(format!(
                 "the login did not finish within {}",
@@ -642,6 +701,7 @@ impl ServerAuth {
             Ok(start) => start,
             Err(e) => return Err(self.record(auth_error(&self.name, e))),
         };
+        self.persist_pending(&client, &start.state);
         let id = self.core.flow_ids.fetch_add(1, Ordering::SeqCst) + 1;
         let (done, receiver) = watch::channel(None);
         let listening = listener.is_some();
@@ -656,6 +716,7 @@ impl ServerAuth {
             started_at_ms: epoch_ms(),
             done,
             listener,
+            requests: Arc::new(AtomicU64::new(0)),
         });
         if let Some(previous) = previous {
             abandon(previous, "a new login replaced it");
@@ -719,12 +780,41 @@ impl ServerAuth {
         }
     }
 
+    /// Save a started login where another process (`pimcp-run auth complete`) can finish it; best effort (the
+    /// login still completes here without it).
+    fn persist_pending(&self, client: &OAuthClient, state: &str) {
+        let saved = client
+            .export_pending(state)
+            .and_then(|login| login.map_or(Ok(()), |login| self.core.pending.save(&login)));
+        if let Err(e) = saved {
+            tracing::info!(server = %self.name, error = %e, "cannot persist the pending login; only this process can complete it");
+        }
+    }
+
+    /// With no login of its own pending, take over the one another process started and persisted.
+    fn adopt_pending(&self, client: &OAuthClient) {
+        if self.state().flow.is_some() {
+            return;
+        }
+        match self.core.pending.load(&self.key) {
+            Ok(Some(login)) => {
+                if let Err(e) = client.import_pending(login) {
+                    tracing::info!(server = %self.name, error = %e, "ignoring a persisted pending login");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::info!(server = %self.name, error = %e, "cannot read the persisted pending login"),
+        }
+    }
+
     /// Finish the pending login with a redirect URL (or its query) or a bare code, store the tokens, and tell
-    /// whoever waits in-band. Returns whether a request was waiting for it (then nothing needs reconnecting).
+    /// whoever waits in-band. Returns whether a request was waiting for it (then nothing needs reconnecting). A
+    /// login started by another process (persisted by it) is completed here when this process has none pending.
     pub(crate) async fn complete(&self, input: &str) -> Result<bool> {
         let _serial = self.flows.lock().await;
         let client = self.client().await?;
         let tokens = self.tokens().await?;
+        self.adopt_pending(&client);
         let span = tracing::info_span!("auth", server = %self.name, step = "complete");
         let record = match client.complete(input).instrument(span).await {
             Ok(record) => record,
@@ -748,6 +838,9 @@ impl ServerAuth {
             self.finish_current(Err(error.to_string()));
             return Err(error);
         }
+        if let Err(e) = self.core.pending.remove(&self.key) {
+            tracing::info!(server = %self.name, error = %e, "cannot remove the persisted pending login");
+        }
         self.set_current(record);
         self.state().detected = true;
         tracing::info!(server = %self.name, "oauth login completed");
@@ -759,7 +852,7 @@ impl ServerAuth {
         let flow = self.state().flow.take();
         match flow {
             Some(flow) => {
-                let waiting = flow.done.receiver_count() > 0;
+                let waiting = flow.requests.load(Ordering::SeqCst) > 0;
                 flow.done.send_replace(Some(outcome));
                 stop_listener(flow.listener);
                 waiting
@@ -801,6 +894,9 @@ impl ServerAuth {
         let _serial = self.flows.lock().await;
         if let Some(flow) = self.state().flow.take() {
             abandon(flow, "logged out");
+        }
+        if let Err(e) = self.core.pending.remove(&self.key) {
+            tracing::info!(server = %self.name, error = %e, "cannot remove the persisted pending login");
         }
         let tokens = self.tokens().await?;
         tokens

@@ -1,7 +1,10 @@
 //! `pimcp-run auth login|complete|logout|status` (docs/auth.md): OAuth logins of HTTP servers. `login` starts the
 //! flow in an in-process runtime, shows the authorization URL (and opens the browser), then waits for the browser's
-//! redirect to the loopback listener or for the redirect URL / code pasted on stdin. `complete` hands a redirect
-//! URL to a `login` waiting on this machine — what the browser would have done, for a browser on another machine.
+//! redirect to the loopback listener or for the redirect URL / code pasted on stdin. `complete`, run in another
+//! shell, finishes that login itself: the runtime of `login` persisted the pending PKCE verifier and `state`
+//! (0600, 10 minutes, bound to the server URL), `complete` adopts it, exchanges the code and stores the tokens, and
+//! the waiting `login` sees the stored token and exits 0. Without a persisted login, a loopback redirect URL is
+//! handed to the waiting login's listener as the browser would have done.
 //! `logout` forgets the stored tokens; `status` shows how every server authenticates (`--json`:
 //! `pimcp/auth-status/v1`).
 
@@ -27,7 +30,7 @@ const DELIVER_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) enum AuthCommand {
     /// Log in to an OAuth server: open the printed URL, then wait for the redirect (or paste it here).
     Login(ServerArgs),
-    /// Hand the redirect URL your browser was sent to (on another machine) to a `pimcp-run auth login` waiting here.
+    /// Finish a `pimcp-run auth login` waiting on this machine with the redirect URL (or bare code) from the browser.
     Complete(CompleteArgs),
     /// Forget a server's stored tokens and registered client.
     Logout(ServerArgs),
@@ -54,7 +57,8 @@ pub(crate) struct ServerArgs {
 pub(crate) struct CompleteArgs {
     /// The server's name in the configuration.
     pub server: String,
-    /// The full URL the browser was redirected to (`http://127.0.0.1:19847/callback?code=…&state=…`).
+    /// The full URL the browser was redirected to (`http://127.0.0.1:19847/callback?code=…&state=…`), or the bare
+    /// authorization code.
     pub redirect_url: String,
 }
 
@@ -68,7 +72,7 @@ pub(crate) struct StatusArgs {
 pub(crate) fn run(ctx: &Ctx, command: AuthCommand) -> anyhow::Result<u8> {
     match command {
         AuthCommand::Login(args) => login(ctx, args),
-        AuthCommand::Complete(args) => complete(args),
+        AuthCommand::Complete(args) => complete(ctx, args),
         AuthCommand::Logout(args) => logout(ctx, args),
         AuthCommand::Status(args) => status(ctx, args),
     }
@@ -127,23 +131,56 @@ fn describe_login(s: &ServerAuthStatus) -> String {
     }
 }
 
-/// Delivers the redirect to the loopback listener named in it (a `login` waiting on this machine).
-fn complete(args: CompleteArgs) -> anyhow::Result<u8> {
-    let target = loopback_target(&args.redirect_url).ok_or_else(|| {
+/// Finishes the login another process started (persisted by its runtime) in this process; without one, hands a
+/// loopback redirect to the waiting login's listener.
+fn complete(ctx: &Ctx, args: CompleteArgs) -> anyhow::Result<u8> {
+    let input = args.redirect_url.trim().to_owned();
+    let adopted = block_on(with_session(ctx, SessionOptions::default(), async |session| {
+        check_server(session, &args.server)?;
+        let server = args.server.as_str();
+        match session.handle().auth_complete(server, &input).await {
+            Ok(()) => Ok(Some(Ok(()))),
+            // The tokens are stored; only the reconnect failed.
+            Err(e) if e.category() != ErrorCategory::NeedsAuth => Ok(Some(Err(e.to_string()))),
+            Err(e) => {
+                tracing::debug!(server, error = %e, "no persisted login took this redirect");
+                Ok(None)
+            }
+        }
+    }))?;
+    match adopted {
+        Some(Ok(())) => {
+            println!("logged in to {}", args.server);
+            return Ok(EXIT_OK);
+        }
+        Some(Err(connect)) => {
+            eprintln!("logged in, but connecting failed: {connect}");
+            println!("logged in to {}", args.server);
+            return Ok(EXIT_OK);
+        }
+        None => {}
+    }
+    let target = loopback_target(&input).ok_or_else(|| {
         usage(format!(
-            "`{}` is not a loopback redirect URL (http://127.0.0.1:PORT/…?code=…); paste a bare code into the \
-             waiting `pimcp-run auth login {}` instead",
-            redact_query(&args.redirect_url),
+            "no login of `{}` is pending on this machine that `{}` completes; start one with `pimcp-run auth login {}`",
+            args.server,
+            redact_query(&input),
             args.server
         ))
     })?;
+    deliver_to_listener(&args.server, target)
+}
+
+/// Hands a loopback redirect to the listener named in it (a `login` waiting on this machine).
+fn deliver_to_listener(server: &str, target: Target) -> anyhow::Result<u8> {
+    let server = server.to_owned();
     block_on(async move {
         let status = tokio::time::timeout(DELIVER_TIMEOUT, deliver(&target))
             .await
             .map_err(|_| anyhow::anyhow!("the login listener on port {} did not answer", target.port))?;
         match status {
             Ok(200) => {
-                println!("handed to the waiting login of {}", args.server);
+                println!("handed to the waiting login of {server}");
                 Ok(EXIT_OK)
             }
             Ok(code) => Err(anyhow::anyhow!(
@@ -151,9 +188,8 @@ fn complete(args: CompleteArgs) -> anyhow::Result<u8> {
                 target.port
             )),
             Err(e) => Err(anyhow::anyhow!(
-                "no login is waiting on port {} ({e}); start one with `pimcp-run auth login {}`",
+                "no login is waiting on port {} ({e}); start one with `pimcp-run auth login {server}`",
                 target.port,
-                args.server
             )),
         }
     })

@@ -1,7 +1,8 @@
 //! `pimcp-run auth …` against a real `mcp-fixture --http --oauth` (its authorization server approves at once), with
 //! `settings.tokenStore: "file"` in the sandbox's data dir: status before and after, a login finished by pasting the
-//! redirect on stdin, a login finished by `auth complete` from a second process, a later command using the stored
-//! token, and logout.
+//! redirect on stdin, a login finished by `auth complete` from a second process (with the redirect URL, and with a
+//! bare code the first process never sees: the second process adopts the persisted pending login), a later command
+//! using the stored token, and logout.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
@@ -159,11 +160,12 @@ fn login_by_paste_and_by_auth_complete_then_a_call_then_logout() {
     assert_eq!(call.code, 0, "{call:?}");
     assert!(call.stdout.contains("with a stored token"), "{call:?}");
 
-    // Browser elsewhere, second shell here: `auth complete` hands the redirect to the waiting login.
+    // Browser elsewhere, second shell here: `auth complete` finishes the login the first process started.
     let (child, authorize) = start_login(&sb);
     let location = get(&authorize).1.unwrap();
     let complete = sb.run(&["auth", "complete", "web", &location]);
     assert_eq!(complete.code, 0, "{complete:?}");
+    assert!(complete.stdout.contains("logged in to web"), "{complete:?}");
     let (code, stdout) = finish(child);
     assert_eq!(code, 0, "{stdout}");
 
@@ -173,10 +175,90 @@ fn login_by_paste_and_by_auth_complete_then_a_call_then_logout() {
     assert!(!nobody.stderr.contains("code=c"), "the code is not echoed: {nobody:?}");
     let not_loopback = sb.run(&["auth", "complete", "web", "https://example.com/cb?code=c"]);
     assert_eq!(not_loopback.code, 2, "{not_loopback:?}");
+    assert!(
+        not_loopback.stderr.contains("no login of `web` is pending"),
+        "{not_loopback:?}"
+    );
 
     let logout = sb.run(&["auth", "logout", "web"]);
     assert_eq!(logout.code, 0, "{logout:?}");
     assert_eq!(web_status(&sb)["loggedIn"], false);
     let refused = sb.run(&["auth", "login", "local"]);
     assert_ne!(refused.code, 0, "a stdio server has no login: {refused:?}");
+}
+
+/// One query parameter of a URL (the fake's codes and states need no percent-decoding).
+fn query_param(url: &str, name: &str) -> String {
+    let query = url.split_once('?').map(|(_, q)| q).unwrap_or_default();
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(&format!("{name}=")))
+        .unwrap_or_else(|| panic!("no `{name}` in the URL"))
+        .to_owned()
+}
+
+/// The files of persisted pending logins in the sandbox's data dir.
+fn pending_files(sb: &Sandbox) -> Vec<std::path::PathBuf> {
+    match std::fs::read_dir(sb.data.join("mcp-oauth").join("pending")) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[test]
+fn a_bare_code_completes_from_another_process_and_the_waiting_login_exits_0() {
+    let sb = Sandbox::new();
+    let (_fixture, url) = oauth_fixture(&sb);
+    let config = json!({"settings": {"tokenStore": "file"}, "mcpServers": {
+        "web": {"url": url, "protocol": "legacy", "auth": "oauth"},
+    }});
+    sb.write(sb.global(), &config.to_string());
+
+    let (mut child, authorize) = start_login(&sb);
+    // The login is persisted for other processes: one private file, no secret on any output.
+    let files = pending_files(&sb);
+    assert_eq!(files.len(), 1, "{files:?}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&files[0]).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let state = query_param(&authorize, "state");
+    let stored = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(stored.contains(&state), "the state is bound to the persisted login");
+
+    // The browser ran elsewhere; the user copies only the code. The first process never receives it.
+    let location = get(&authorize).1.unwrap();
+    let code = query_param(&location, "code");
+    let complete = sb.run(&["auth", "complete", "web", &code]);
+    assert_eq!(complete.code, 0, "{complete:?}");
+    assert!(complete.stdout.contains("logged in to web"), "{complete:?}");
+    for text in [&complete.stdout, &complete.stderr] {
+        assert!(!text.contains(&code) && !text.contains(&state), "{complete:?}");
+    }
+
+    // The waiting login notices the stored token and exits 0 by itself.
+    let exited = poll_until(Duration::from_secs(30), || child.try_wait().unwrap().is_some());
+    if !exited {
+        let _ = child.kill();
+    }
+    assert!(exited, "the waiting login did not notice the login completed elsewhere");
+    let (status, stdout) = finish(child);
+    assert_eq!(status, 0, "{stdout}");
+    assert!(stdout.contains("logged in to web"), "{stdout}");
+    assert!(
+        pending_files(&sb).is_empty(),
+        "the completed login is no longer persisted"
+    );
+    assert_eq!(web_status(&sb)["loggedIn"], true);
+
+    // The same code again: nothing pending any more.
+    let again = sb.run(&["auth", "complete", "web", &code]);
+    assert_ne!(again.code, 0, "{again:?}");
+    let call = sb.run(&["call", "web_echo", r#"{"text": "after a two-process login"}"#]);
+    assert_eq!(call.code, 0, "{call:?}");
 }
