@@ -218,6 +218,13 @@ impl OAuthClient {
         if !matches!(server_url.scheme(), "http" | "https") {
             return Err(config_err("oauth needs an http(s) server URL"));
         }
+        if options.config.dpop {
+            // Fail closed: silently sending bearer tokens to a user who asked for sender-constrained ones would be
+            // a security surprise.
+            return Err(config_err(
+                "`oauth.dpop` (RFC 9449 DPoP) is not implemented yet; remove it to use bearer tokens",
+            ));
+        }
         if options.client_secret.is_some() && options.config.client_id.is_none() {
             return Err(config_err("`oauth.clientSecret` needs `oauth.clientId`"));
         }
@@ -1395,6 +1402,14 @@ mod tests {
         let mut options = OAuthClientOptions::new("s", "https://m/mcp", OAuthConfig::default());
         options.client_secret = Some(Secret::new("planted-secret"));
         assert!(!format!("{options:?}").contains("planted"));
+    }
+
+    #[test]
+    fn dpop_is_refused_rather_than_ignored() {
+        let mut options = OAuthClientOptions::new("s", "https://m/mcp", OAuthConfig::default());
+        options.config.dpop = true;
+        let err = OAuthClient::new(options).unwrap_err();
+        assert!(matches!(err, Error::Config { .. }) && err.to_string().contains("oauth.dpop"), "{err}");
     }
 
     #[test]
