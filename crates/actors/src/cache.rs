@@ -140,7 +140,7 @@ impl<'de> Deserialize<'de> for CacheEntry {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Freshness {
     Fresh,
-    /// Older than 7 days or its `ttlMs`: served marked stale when the server cannot be reached.
+    /// Older than 7 days or its positive `ttlMs`: served marked stale when the server cannot be reached.
     Stale,
 }
 
@@ -158,9 +158,12 @@ impl CacheEntry {
         if self.config_hash != config_hash {
             return None;
         }
+        // `ttlMs: 0` (what rmcp servers send by default) means "revalidate before reusing the list". The cache
+        // never stands in for a live listing (every connect rediscovers), so 0 adds no bound; a positive `ttlMs`
+        // shortens the 7 days.
         let max_age = match self.metadata.ttl_ms {
-            Some(ttl) => CACHE_MAX_AGE.min(Duration::from_millis(ttl)),
-            None => CACHE_MAX_AGE,
+            Some(ttl) if ttl > 0 => CACHE_MAX_AGE.min(Duration::from_millis(ttl)),
+            _ => CACHE_MAX_AGE,
         };
         let age = epoch_ms(now).saturating_sub(self.cached_at);
         if self.cached_at > epoch_ms(now) + 60_000 || u128::from(age) >= max_age.as_millis() {
@@ -393,10 +396,15 @@ mod tests {
         assert_eq!(e.freshness("h", now), Some(Freshness::Stale));
         let e = CacheEntry::new("h".into(), meta(&["t"]), now - Duration::from_secs(6 * 24 * 3600));
         assert_eq!(e.freshness("h", now), Some(Freshness::Fresh));
+        // `ttlMs: 0` asks for revalidation before reuse, which every connect does: no bound beyond the 7 days.
         let mut m = meta(&["t"]);
         m.ttl_ms = Some(0);
         assert_eq!(
-            CacheEntry::new("h".into(), m, now).freshness("h", now),
+            CacheEntry::new("h".into(), m.clone(), now).freshness("h", now),
+            Some(Freshness::Fresh)
+        );
+        assert_eq!(
+            CacheEntry::new("h".into(), m, now - Duration::from_secs(8 * 24 * 3600)).freshness("h", now),
             Some(Freshness::Stale)
         );
     }

@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub configured: RwLock<BTreeSet<String>>,
     /// Current ServerActor of each server (replaced on restart).
     pub registry: DashMap<String, ActorRef<ServerMsg>>,
+    /// The call lane of each server's current actor: callers run calls on a ready connection through it.
+    pub lanes: DashMap<String, Arc<crate::lane::Lane>>,
     /// The current RouterActor (replaced on restart).
     pub router: RwLock<Option<ActorRef<RouterMsg>>>,
     /// Every server's last known metadata, kept here so a restarted router or server actor starts from it.

@@ -10,6 +10,7 @@ mod catalog;
 mod context;
 mod error;
 mod handler;
+mod lane;
 mod naming;
 mod policy;
 pub mod process;

@@ -17,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{AuthHandle, AuthOptions};
 use crate::cache::{Freshness, MetadataCache};
-use crate::call::{CallOptions, ToolOutput};
-use crate::catalog::{Catalog, CatalogTool, MetadataSource};
+use crate::call::{CallJob, CallOptions, ToolOutput};
+use crate::catalog::{Catalog, CatalogTool, MetadataSource, Resolution};
 use crate::context::Shared;
 use crate::error::{Error, Result};
 use crate::handler::Handlers;
@@ -93,7 +93,14 @@ pub const CONTROL_REPLY_SLACK: Duration = Duration::from_secs(5);
 impl RuntimeHandle {
     /// Per-server state, counts, protocol, last error, failures and uptime. Never waits on a server.
     pub fn status(&self) -> StatusSnapshot {
-        self.shared.board.snapshot()
+        let mut snapshot = self.shared.board.snapshot();
+        // Calls in flight are counted by the lanes (atomics), not republished per call.
+        for s in &mut snapshot.servers {
+            if let Some(lane) = self.shared.lanes.get(&s.name) {
+                s.in_flight = lane.in_flight();
+            }
+        }
+        snapshot
     }
 
     /// State and catalog changes as they happen.
@@ -155,6 +162,22 @@ impl RuntimeHandle {
     /// Calls a tool by name. Always ends with a result or a categorized error.
     pub async fn call(&self, name: &str, args: Option<JsonObject>, opts: CallOptions) -> Result<ToolOutput> {
         self.check_running()?;
+        // The direct path: the name resolves in the current catalog, the tool needs no approval, and its server
+        // has a ready connection. The call then runs here, on the caller's task, with no actor message at all.
+        let resolved = self.catalog_rx.borrow().resolve(name, opts.server.as_deref());
+        if let Resolution::Found(tool) = resolved
+            && let Some(lane) = self.shared.lanes.get(&tool.server).map(|l| Arc::clone(l.value()))
+            && lane.no_approval
+            && let Some((live, ticket)) = lane.enter()
+        {
+            let job = CallJob {
+                tool,
+                args,
+                opts,
+                span: tracing::Span::current(),
+            };
+            return lane.run(live, ticket, job).await;
+        }
         let router = self.router()?;
         let (tx, rx) = oneshot::channel();
         router
@@ -479,6 +502,7 @@ impl Runtime {
             cache,
             configured: RwLock::new(configured),
             registry: DashMap::new(),
+            lanes: DashMap::new(),
             router: RwLock::new(None),
             known: Mutex::new(BTreeMap::new()),
             root: CancellationToken::new(),

@@ -17,11 +17,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::cache::CacheEntry;
-use crate::call::{CallGuards, CallJob, CallReport, InputContext, ToolOutput, run_call};
+use crate::call::{CallGuards, CallJob, CallReport, InputContext, ToolOutput};
 use crate::catalog::{MetadataSource, ServerMetadata};
 use crate::context::Shared;
 use crate::error::{Error, ErrorCategory, Result};
 use crate::handler::{ListKind, RuntimeClient};
+use crate::lane::{Lane, LiveCall};
 use crate::policy::{ConnectBackoff, CrashLoopBreaker};
 use crate::router::RouterMsg;
 use crate::status::{ServerState, ServerStatus};
@@ -66,7 +67,8 @@ pub(crate) enum ServerMsg {
         generation: u64,
         result: std::result::Result<Box<Established>, ConnectFailure>,
     },
-    CallDone {
+    /// A call on the lane hit something the actor must handle (a dead transport, a refused token).
+    CallReport {
         generation: u64,
         report: CallReport,
     },
@@ -184,7 +186,8 @@ pub(crate) struct ServerActorState {
     live: Option<Live>,
     connect_cancel: Option<CancellationToken>,
     waiters: Vec<Waiter>,
-    in_flight: usize,
+    /// Calls run here directly (callers and dispatched waiters); in-flight count and last activity live in it.
+    lane: Arc<Lane>,
     backoff: ConnectBackoff,
     breaker: CrashLoopBreaker,
     backoff_until: Option<Instant>,
@@ -255,7 +258,7 @@ impl ServerActor {
         let state = st.state.clone();
         let reason = st.reason.clone();
         let failures = u32::try_from(st.breaker.failures()).unwrap_or(u32::MAX);
-        let in_flight = st.in_flight;
+        let in_flight = st.lane.in_flight();
         let connected_at = st.live.as_ref().map(|l| l.connected_at);
         let pid = st.pid;
         let last_error = st.last_error.clone();
@@ -474,6 +477,7 @@ impl ServerActor {
                     watch_stop,
                     connected_at: now,
                 });
+                Self::open_lane(myself, st);
                 Self::set_state(st, ServerState::Ready, None);
                 Self::publish_metadata(st);
                 Self::write_cache(st);
@@ -612,79 +616,71 @@ impl ServerActor {
         }
     }
 
+    /// Publishes the live connection on the lane: callers run calls on it without messaging this actor.
+    fn open_lane(myself: &ActorRef<ServerMsg>, st: &ServerActorState) {
+        let Some(live) = &st.live else { return };
+        st.lane.open(LiveCall {
+            peer: live.peer.clone(),
+            guards: CallGuards {
+                dead: live.dead.clone(),
+                stop: st.stop.clone(),
+            },
+            generation: st.generation,
+            timeout: st.cfg.timeouts.tool,
+            retry_delays: st.shared.tuning.call_retry_delays.clone().into(),
+            input: InputContext {
+                handlers: st.shared.handlers.clone(),
+                allow_sampling: st.shared.settings.sampling != Some(false),
+                allow_elicitation: st.shared.settings.elicitation != Some(false),
+            },
+            actor: myself.clone(),
+        });
+    }
+
+    /// Runs a call that came through this actor (it waited for a connection, or raced the lane's opening).
     fn dispatch_call(
-        myself: &ActorRef<ServerMsg>,
+        _myself: &ActorRef<ServerMsg>,
         st: &mut ServerActorState,
-        job: CallJob,
+        mut job: CallJob,
         reply: oneshot::Sender<Result<ToolOutput>>,
     ) {
-        let Some(live) = &st.live else {
+        let Some((live, ticket)) = st.lane.enter() else {
             st.waiters.push(Waiter::Call(job, reply));
             return;
         };
-        st.in_flight += 1;
-        st.idle_generation += 1;
-        if let Some(t) = st.idle_timer.take() {
-            t.abort();
+        // The parent is the caller's span, not whatever message (a connect report) dispatched a queued call.
+        if job.span.is_none() {
+            job.span = tracing::Span::current();
         }
-        let peer = live.peer.clone();
-        let guards = CallGuards {
-            dead: live.dead.clone(),
-            stop: st.stop.clone(),
-        };
-        let timeout = st.cfg.timeouts.tool;
-        let delays = st.shared.tuning.call_retry_delays.clone();
-        let generation = st.generation;
-        let input = InputContext {
-            handlers: st.shared.handlers.clone(),
-            allow_sampling: st.shared.settings.sampling != Some(false),
-            allow_elicitation: st.shared.settings.elicitation != Some(false),
-        };
-        let me = myself.clone();
-        // Metadata only: never arguments or results. The parent is the caller's span, not whatever message (a
-        // connect report) happened to dispatch a queued call.
-        let parent = if job.span.is_none() {
-            tracing::Span::current()
-        } else {
-            job.span.clone()
-        };
-        let span = tracing::info_span!(
-            parent: &parent,
-            "tool_call",
-            server = %st.cfg.name,
-            tool = %job.tool.original,
-            outcome = tracing::field::Empty,
-            duration_ms = tracing::field::Empty,
-        );
-        tokio::spawn(
-            async move {
-                let started = Instant::now();
-                let (result, report) = run_call(peer, job, timeout, &delays, guards, input).await;
-                let span = tracing::Span::current();
-                span.record("outcome", result.as_ref().err().map_or("ok", |e| e.category().as_str()));
-                span.record(
-                    "duration_ms",
-                    u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                );
-                let _ = reply.send(result);
-                let _ = me.send_message(ServerMsg::CallDone { generation, report });
-            }
-            .instrument(span),
-        );
-        Self::publish_status(st);
+        let lane = st.lane.clone();
+        tokio::spawn(async move {
+            let result = lane.run(live, ticket, job).await;
+            let _ = reply.send(result);
+        });
     }
 
+    /// Arms the idle timer for a full idle period (at connect). It re-arms itself for the rest of the period when
+    /// it fires early (activity since), so calls never touch it.
     fn arm_idle(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState) {
-        if st.in_flight > 0 || st.live.is_none() {
+        if st.live.is_none() {
             return;
         }
         let Some(idle) = Self::idle_timeout(st) else { return };
+        Self::arm_idle_after(myself, st, idle);
+    }
+
+    fn arm_idle_after(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, after: Duration) {
         st.idle_generation += 1;
         let idle_generation = st.idle_generation;
         if let Some(t) = st.idle_timer.take() {
             t.abort();
         }
-        st.idle_timer = Some(myself.send_after(idle, move || ServerMsg::IdleTimer { idle_generation }));
+        st.idle_timer = Some(myself.send_after(after, move || ServerMsg::IdleTimer { idle_generation }));
+    }
+
+    /// The last answer from the server: a call's (on the lane) or a health check's.
+    fn last_answer(st: &ServerActorState) -> Option<Instant> {
+        st.last_response.max(st.lane.last_response())
     }
 
     fn arm_health(myself: &ActorRef<ServerMsg>, st: &ServerActorState) {
@@ -736,6 +732,7 @@ impl ServerActor {
 
     /// Takes the live connection down deliberately and closes it in a task; `Closed` follows.
     fn teardown(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, after: AfterClose, reason: Option<String>) {
+        st.lane.close();
         let Some(live) = st.live.take() else { return };
         live.watch_stop.cancel();
         if let Some(t) = st.idle_timer.take() {
@@ -759,6 +756,7 @@ impl ServerActor {
 
     /// The transport died on its own (crash, network): count it, then respawn or fall back to `Cached`.
     fn on_transport_death(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, why: &str) {
+        st.lane.close();
         let Some(live) = st.live.take() else { return };
         live.watch_stop.cancel();
         live.dead.cancel();
@@ -920,16 +918,12 @@ impl ServerActor {
                     .filter(|l| !l.dead.is_cancelled() && !l.peer.is_transport_closed())
                     .map(|l| (l.peer.clone(), st.cfg.timeouts.request));
                 if live.is_some() {
-                    Self::arm_idle(myself, st);
+                    st.lane.touch();
                 }
                 let _ = reply.send(live);
             }
             ServerMsg::Connected { generation, result } => Self::on_connected(myself, st, generation, result),
-            ServerMsg::CallDone { generation, report } => {
-                st.in_flight = st.in_flight.saturating_sub(1);
-                if report.responded {
-                    st.last_response = Some(Instant::now());
-                }
+            ServerMsg::CallReport { generation, report } => {
                 if report.transport_dead && generation == st.generation && st.live.is_some() {
                     Self::on_transport_death(myself, st, "the connection closed during a call");
                 } else if report.needs_auth && generation == st.generation && st.live.is_some() {
@@ -940,10 +934,10 @@ impl ServerActor {
                         None => "the server refused the token".to_owned(),
                     };
                     st.last_error = Some((ErrorCategory::NeedsAuth, detail.clone()));
+                    // Calls are refused until a login reconnects: none may take the lane meanwhile.
+                    st.lane.close();
                     Self::set_state(st, ServerState::NeedsAuth, Some(format!("needs auth: {detail}")));
                 }
-                Self::arm_idle(myself, st);
-                Self::publish_status(st);
             }
             ServerMsg::TransportClosed { generation } => {
                 if generation == st.generation && st.live.is_some() {
@@ -951,12 +945,19 @@ impl ServerActor {
                 }
             }
             ServerMsg::IdleTimer { idle_generation } => {
-                if idle_generation == st.idle_generation
-                    && st.in_flight == 0
-                    && st.waiters.is_empty()
-                    && st.live.is_some()
-                {
-                    Self::teardown(myself, st, AfterClose::Cached, Some("idle".into()));
+                if idle_generation != st.idle_generation || st.live.is_none() {
+                    return;
+                }
+                let Some(idle) = Self::idle_timeout(st) else { return };
+                if !st.waiters.is_empty() {
+                    Self::arm_idle_after(myself, st, idle);
+                    return;
+                }
+                // Closing the lane and checking that nothing is in flight happen under one lock: a call either
+                // entered before (and holds the connection open) or finds the lane closed and comes here.
+                match st.lane.close_if_idle(idle) {
+                    Ok(()) => Self::teardown(myself, st, AfterClose::Cached, Some("idle".into())),
+                    Err(wait) => Self::arm_idle_after(myself, st, wait),
                 }
             }
             ServerMsg::HealthTick { generation } => {
@@ -965,7 +966,8 @@ impl ServerActor {
                 }
                 Self::arm_health(myself, st);
                 let interval = st.shared.settings.health_interval;
-                let recently_answered = st.last_response.is_some_and(|t| t.elapsed() < interval) && st.in_flight > 0;
+                let recently_answered =
+                    Self::last_answer(st).is_some_and(|t| t.elapsed() < interval) && st.lane.in_flight() > 0;
                 if recently_answered {
                     // Busy and answering: not wedged, no extra request needed.
                     st.health_failures = 0;
@@ -1003,7 +1005,7 @@ impl ServerActor {
                     HealthOutcome::Failed(why) => {
                         // A server that answered a call since the check started is busy, not wedged.
                         let cap = st.shared.tuning.health_timeout;
-                        if st.last_response.is_some_and(|t| t.elapsed() < cap) {
+                        if Self::last_answer(st).is_some_and(|t| t.elapsed() < cap) {
                             return;
                         }
                         st.health_failures += 1;
@@ -1167,6 +1169,12 @@ impl Actor for ServerActor {
         args: ServerArgs,
     ) -> std::result::Result<ServerActorState, ActorProcessingErr> {
         let ServerArgs { cfg, shared, initial } = args;
+        let no_approval = matches!(
+            cfg.approve_tools.as_ref().unwrap_or(&shared.settings.approve_tools),
+            pimcp_config::ApproveTools::Off
+        );
+        let lane = Arc::new(Lane::new(&cfg.name, no_approval));
+        shared.lanes.insert(cfg.name.clone(), lane.clone());
         let tuning = &shared.tuning;
         let state = initial_state(&cfg);
         let reason = match &cfg.availability {
@@ -1192,7 +1200,7 @@ impl Actor for ServerActor {
             live: None,
             connect_cancel: None,
             waiters: Vec::new(),
-            in_flight: 0,
+            lane,
             backoff_until: None,
             idle_generation: 0,
             idle_timer: None,
@@ -1261,6 +1269,7 @@ impl Actor for ServerActor {
             t.abort();
         }
         Self::fail_waiters(st, Error::ShuttingDown);
+        st.lane.close();
         if let Some(live) = st.live.take() {
             // Stopped (shutdown past its graceful phase, runtime dropped, or a failed actor): no grace left.
             // Dropping the connection kills the server's process group at once.

@@ -105,6 +105,7 @@ impl SupervisorActor {
 
     /// Stops a server actor politely: close its connection (bounded), then stop it. Not a failure.
     fn retire(st: &mut SupState, server: &str) {
+        st.shared.lanes.remove(server);
         let Some((_, actor)) = st.shared.registry.remove(server) else {
             return;
         };
