@@ -470,9 +470,18 @@ fn upstream_outcome(outcome: &std::result::Result<ServerResult, ServiceError>) -
 /// True when the error shows the request never reached the server: connection refused/reset before sending,
 /// HTTP 503/429 (not processed), or an expired session (HTTP 404).
 fn provably_not_delivered(e: &ServiceError) -> bool {
+    use rmcp::transport::streamable_http_client::{HttpStatusError, StreamableHttpError};
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(cur) = source {
-        if let Some(status) = cur.downcast_ref::<rmcp::transport::streamable_http_client::HttpStatusError>() {
+        // `StreamableHttpError::HttpStatus` is `#[error(transparent)]`: its status never shows up as a `source()`,
+        // so look inside the transport's own error type.
+        match cur.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            Some(StreamableHttpError::HttpStatus(status)) => return status.status == 503 || status.status == 429,
+            Some(StreamableHttpError::SessionExpired) => return true,
+            Some(StreamableHttpError::Client(re)) if re.is_connect() => return true,
+            _ => {}
+        }
+        if let Some(status) = cur.downcast_ref::<HttpStatusError>() {
             return status.status == 503 || status.status == 429;
         }
         if let Some(re) = cur.downcast_ref::<reqwest::Error>()

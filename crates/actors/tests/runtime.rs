@@ -12,5 +12,6 @@ mod runtime {
     mod handlers;
     mod http;
     mod observability;
+    mod retry;
     mod stress;
 }
