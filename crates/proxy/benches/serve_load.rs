@@ -1,7 +1,9 @@
 //! Load through `pimcp-run serve --http`: N concurrent host sessions (default 8) × M sequential `tools/call` each
 //! (default 1,000) against the real `pimcp-run` binary fronting `mcp-fixture --http`, and the same load from the
 //! same rmcp client straight to that `mcp-fixture --http` (the baseline). Runs direct, serve, direct, serve and
-//! prints calls, errors, wall time, throughput and latency percentiles for each; exits 1 if any call failed.
+//! prints calls, errors, wall time, throughput and latency percentiles for each, plus the CPU time the `pimcp-run`
+//! and `mcp-fixture` processes spent per call during the run (from `/proc/<pid>/stat`: a count that the load of a
+//! shared machine disturbs far less than wall time); exits 1 if any call failed.
 //!
 //! `cargo bench -p pimcp-proxy --bench serve_load` (env `SERVE_LOAD_SESSIONS`, `SERVE_LOAD_CALLS`). Not a test: the
 //! figures go to docs/benchmarks.md (## Serve mode), nothing asserts on them.
@@ -62,6 +64,8 @@ struct Run {
     errors: usize,
     wall: Duration,
     latencies: Vec<Duration>,
+    /// CPU time of `pimcp-run` and of `mcp-fixture` during the run.
+    cpu: (Duration, Duration),
 }
 
 impl Run {
@@ -75,8 +79,9 @@ impl Run {
 
     fn print(&self) {
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let per_call_us = |d: Duration| d.as_secs_f64() * 1e6 / self.calls.max(1) as f64;
         println!(
-            "| {:<22} | {:>6} | {:>6} | {:>7.2} | {:>9.0} | {:>7.2} | {:>7.2} | {:>7.2} |",
+            "| {:<22} | {:>6} | {:>6} | {:>7.2} | {:>9.0} | {:>7.2} | {:>7.2} | {:>7.2} | {:>9.0} | {:>9.0} |",
             self.label,
             self.calls,
             self.errors,
@@ -85,6 +90,8 @@ impl Run {
             ms(self.percentile(0.50)),
             ms(self.percentile(0.99)),
             ms(*self.latencies.last().unwrap_or(&Duration::ZERO)),
+            per_call_us(self.cpu.0),
+            per_call_us(self.cpu.1),
         );
     }
 }
@@ -152,7 +159,36 @@ async fn load(label: &'static str, url: &str, tool: &str, sessions: usize, calls
         errors,
         wall,
         latencies,
+        cpu: (Duration::ZERO, Duration::ZERO),
     }
+}
+
+/// User + system CPU time of process `pid` so far.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    // After the command name: state is field 3, utime 14 and stime 15 (1-based, man 5 proc).
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<u64>().ok()))
+        .sum();
+    #[allow(unsafe_code)] // sysconf reads a constant of the running system
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_micros(ticks * 1_000_000 / per_second)
+}
+
+/// Runs `f` and records the CPU time `pimcp-run` (`serve`) and `mcp-fixture` (`fixture`) spent meanwhile.
+fn measured(serve: u32, fixture: u32, f: impl FnOnce() -> Run) -> Run {
+    let before = (cpu_time(serve), cpu_time(fixture));
+    let mut run = f();
+    run.cpu = (
+        cpu_time(serve).saturating_sub(before.0),
+        cpu_time(fixture).saturating_sub(before.1),
+    );
+    run
 }
 
 fn main() {
@@ -238,33 +274,42 @@ fn main() {
         let _ = admin.cancel().await;
     });
     println!("serve_load: {sessions} sessions × {calls} calls, `echo` (direct tool `fx_echo` through pimcp-run)");
-    println!("| run                    |  calls | errors |  wall s |   calls/s | p50 ms  | p99 ms  | max ms  |");
-    println!("|------------------------|-------:|-------:|--------:|----------:|--------:|--------:|--------:|");
+    println!(
+        "| run                    |  calls | errors |  wall s |   calls/s | p50 ms  | p99 ms  | max ms  | pimcp µs/call | fixture µs/call |"
+    );
+    println!(
+        "|------------------------|-------:|-------:|--------:|----------:|--------:|--------:|--------:|----------:|----------:|"
+    );
+    let (serve_pid, fixture_pid) = (_serve.0.id(), _fixture.0.id());
     let mut failed = 0;
     for round in 0..2 {
-        let direct = rt.block_on(load(
-            if round == 0 {
-                "direct mcp-fixture #1"
-            } else {
-                "direct mcp-fixture #2"
-            },
-            &direct_url,
-            "echo",
-            sessions,
-            calls,
-        ));
+        let direct = measured(serve_pid, fixture_pid, || {
+            rt.block_on(load(
+                if round == 0 {
+                    "direct mcp-fixture #1"
+                } else {
+                    "direct mcp-fixture #2"
+                },
+                &direct_url,
+                "echo",
+                sessions,
+                calls,
+            ))
+        });
         direct.print();
-        let served = rt.block_on(load(
-            if round == 0 {
-                "pimcp-run serve #1"
-            } else {
-                "pimcp-run serve #2"
-            },
-            &serve_url,
-            "fx_echo",
-            sessions,
-            calls,
-        ));
+        let served = measured(serve_pid, fixture_pid, || {
+            rt.block_on(load(
+                if round == 0 {
+                    "pimcp-run serve #1"
+                } else {
+                    "pimcp-run serve #2"
+                },
+                &serve_url,
+                "fx_echo",
+                sessions,
+                calls,
+            ))
+        });
         served.print();
         failed += direct.errors + served.errors;
     }
