@@ -529,7 +529,9 @@ async fn attach_flushes_its_span_before_exiting() {
     let pid = transport.id().unwrap();
     let client = Host.serve(transport).await.unwrap();
     let mcp = Mcp { client, pid };
-    let text = mcp.ok(json!({ "tool": "fx_echo", "args": { "text": "via attach" } })).await;
+    let text = mcp
+        .ok(json!({ "tool": "fx_echo", "args": { "text": "via attach" } }))
+        .await;
     assert_eq!(text.trim(), "via attach");
     mcp.close().await;
 
@@ -545,7 +547,13 @@ async fn attach_flushes_its_span_before_exiting() {
     assert!(
         eventually(Duration::from_secs(10), async || attach_span().is_some()).await,
         "the attach span was not flushed before exit: {:?}\n--- attach stderr\n{}",
-        received.spans.lock().unwrap().iter().map(|s| &s.name).collect::<Vec<_>>(),
+        received
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| &s.name)
+            .collect::<Vec<_>>(),
         std::fs::read_to_string(&attach_log).unwrap_or_default()
     );
     let span = attach_span().unwrap();
@@ -573,15 +581,27 @@ async fn a_second_signal_still_flushes_the_spans_already_ended() {
         let peer = peer.clone();
         async move {
             let mut params = rmcp::model::CallToolRequestParams::new("mcp");
-            params.arguments = json!({ "tool": "fx_slow", "args": { "ms": 120000 } }).as_object().cloned();
+            params.arguments = json!({ "tool": "fx_slow", "args": { "ms": 120000 } })
+                .as_object()
+                .cloned();
             peer.call_tool(params).await
         }
     });
     let log = sandbox.path("fx.log");
-    assert!(eventually(support::DEADLINE, async || support::count_events(&log, "call", Some("slow")) == 1).await);
+    assert!(
+        eventually(support::DEADLINE, async || support::count_events(
+            &log,
+            "call",
+            Some("slow")
+        ) == 1)
+        .await
+    );
     serve.signal("TERM");
     assert!(
-        eventually(support::DEADLINE, async || serve.log_text().contains("waiting for calls in flight")).await,
+        eventually(support::DEADLINE, async || serve
+            .log_text()
+            .contains("waiting for calls in flight"))
+        .await,
         "the first signal starts the drain:\n{}",
         serve.log_text()
     );
@@ -602,7 +622,13 @@ async fn a_second_signal_still_flushes_the_spans_already_ended() {
     assert!(
         eventually(Duration::from_secs(10), async || echo_call() == 1).await,
         "the finished call's span was not flushed at the immediate exit: {:?}\n--- pimcp-run stderr\n{}",
-        received.spans.lock().unwrap().iter().map(|s| &s.name).collect::<Vec<_>>(),
+        received
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|s| &s.name)
+            .collect::<Vec<_>>(),
         serve.log_text()
     );
 }
@@ -614,7 +640,11 @@ async fn status_watch_follows_a_running_serve_instance() {
     let serve = sandbox.serve_http(&[]);
 
     // Once, as JSON: the instance's own answer.
-    let once = support::run_to_end(sandbox.command(&["status", "--attach", &serve.url(), "--json"]), support::DEADLINE).await;
+    let once = support::run_to_end(
+        sandbox.command(&["status", "--attach", &serve.url(), "--json"]),
+        support::DEADLINE,
+    )
+    .await;
     assert_eq!(once.code, Some(0), "{}", once.stderr);
     let value: Value = serde_json::from_str(&once.stdout).unwrap();
     assert_eq!(value["schema"], "pimcp/serve-status/v1");
@@ -624,12 +654,18 @@ async fn status_watch_follows_a_running_serve_instance() {
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let seen = read_until(&mut lines, Duration::from_secs(30), |l| l.ends_with(" fx cached")).await;
     assert!(
-        seen.iter().any(|l| l.ends_with("instance: 0 sessions, 0 calls in flight")),
+        seen.iter()
+            .any(|l| l.ends_with("instance: 0 sessions, 0 calls in flight")),
         "{seen:#?}"
     );
     // A host connects and calls: the watch shows the session and the server coming up.
     let host = support::client(&serve.url(), None).await;
-    let echoed = support::call(host.peer(), "mcp", json!({ "tool": "fx_echo", "args": { "text": "hi" } })).await;
+    let echoed = support::call(
+        host.peer(),
+        "mcp",
+        json!({ "tool": "fx_echo", "args": { "text": "hi" } }),
+    )
+    .await;
     assert_eq!(support::text_of(&echoed), "hi");
     let seen = read_until(&mut lines, Duration::from_secs(30), |l| l.contains(" fx ready (")).await;
     let all = seen.join("\n");
@@ -645,7 +681,11 @@ async fn status_watch_follows_a_running_serve_instance() {
 
     // A wrong URL is an error, not a hang.
     let refused = support::run_to_end(
-        sandbox.command(&["status", "--attach", &format!("http://127.0.0.1:{}/mcp", support::free_port())]),
+        sandbox.command(&[
+            "status",
+            "--attach",
+            &format!("http://127.0.0.1:{}/mcp", support::free_port()),
+        ]),
         support::DEADLINE,
     )
     .await;

@@ -1409,7 +1409,10 @@ mod tests {
         let mut options = OAuthClientOptions::new("s", "https://m/mcp", OAuthConfig::default());
         options.config.dpop = true;
         let err = OAuthClient::new(options).unwrap_err();
-        assert!(matches!(err, Error::Config { .. }) && err.to_string().contains("oauth.dpop"), "{err}");
+        assert!(
+            matches!(err, Error::Config { .. }) && err.to_string().contains("oauth.dpop"),
+            "{err}"
+        );
     }
 
     #[test]

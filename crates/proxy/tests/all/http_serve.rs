@@ -486,10 +486,13 @@ impl rmcp::ClientHandler for LogHost {
 
 #[allow(deprecated)]
 async fn set_level(client: &RunningService<RoleClient, LogHost>, level: rmcp::model::LoggingLevel) {
-    tokio::time::timeout(DEADLINE, client.set_level(rmcp::model::SetLevelRequestParams::new(level)))
-        .await
-        .expect("setLevel answered in time")
-        .unwrap();
+    tokio::time::timeout(
+        DEADLINE,
+        client.set_level(rmcp::model::SetLevelRequestParams::new(level)),
+    )
+    .await
+    .expect("setLevel answered in time")
+    .unwrap();
 }
 
 fn state_is(data: &Value, server: &str, state: &str) -> bool {
@@ -527,15 +530,23 @@ async fn log_levels_are_per_session_and_filter_the_server_state_notices() {
 
     // `fx` becomes ready (info); `gone` cannot start (warning or worse).
     let mut params = CallToolRequestParams::new("mcp");
-    params.arguments = json!({ "tool": "fx_echo", "args": { "text": "hi" } }).as_object().cloned();
-    let r = tokio::time::timeout(DEADLINE, a.call_tool(params)).await.unwrap().unwrap();
+    params.arguments = json!({ "tool": "fx_echo", "args": { "text": "hi" } })
+        .as_object()
+        .cloned();
+    let r = tokio::time::timeout(DEADLINE, a.call_tool(params))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(text_of(&r), "hi");
     verbose
         .wait_for(|level, data| level == "info" && state_is(data, "fx", "ready"))
         .await;
     let mut params = CallToolRequestParams::new("mcp");
     params.arguments = json!({ "connect": "gone" }).as_object().cloned();
-    tokio::time::timeout(DEADLINE, c.call_tool(params)).await.unwrap().unwrap();
+    tokio::time::timeout(DEADLINE, c.call_tool(params))
+        .await
+        .unwrap()
+        .unwrap();
     let failed = |level: &str, data: &Value| {
         matches!(level, "warning" | "error") && data["server"] == "gone" && data["state"] != "connecting"
     };
@@ -553,13 +564,19 @@ async fn log_levels_are_per_session_and_filter_the_server_state_notices() {
         "an info-level session gets no debug notices: {:?}",
         verbose.seen()
     );
-    assert!(silent.seen().is_empty(), "a session that never set a level gets no messages");
+    assert!(
+        silent.seen().is_empty(),
+        "a session that never set a level gets no messages"
+    );
 
     // Lowering the level lets the debug notices through for that session only.
     set_level(&b, rmcp::model::LoggingLevel::Debug).await;
     let mut params = CallToolRequestParams::new("mcp");
     params.arguments = json!({ "connect": "gone" }).as_object().cloned();
-    tokio::time::timeout(DEADLINE, c.call_tool(params)).await.unwrap().unwrap();
+    tokio::time::timeout(DEADLINE, c.call_tool(params))
+        .await
+        .unwrap()
+        .unwrap();
     terse
         .wait_for(|level, data| level == "debug" && state_is(data, "gone", "connecting"))
         .await;
