@@ -66,7 +66,9 @@ async fn relay_connection(
                 () = cut_back.notified() => break,
             };
             let mut guard = back.lock().await;
-            let Some(w) = guard.as_mut() else { break };
+            // Cut from the client: keep draining the server's answer so the server finishes the call (a closed
+            // connection could make it drop the request before it runs).
+            let Some(w) = guard.as_mut() else { continue };
             if w.write_all(&buf[..n]).await.is_err() {
                 break;
             }
@@ -99,9 +101,9 @@ async fn relay_connection(
                     break;
                 }
                 CUT_AFTER_NEXT_CALL => {
-                    // Forwarded whole: the server runs it, but its answer never comes back.
+                    // Forwarded whole: the server runs it, but its answer never comes back (the back task drains it
+                    // until the server closes; the client's side is closed now).
                     let _ = wo.write_all(chunk).await;
-                    cut.notify_one();
                     *to_client.lock().await = None;
                     break;
                 }
