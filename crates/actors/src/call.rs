@@ -20,7 +20,7 @@ use tracing::Instrument as _;
 
 use crate::catalog::CatalogTool;
 use crate::error::{Error, Result};
-use crate::handler::Handlers;
+use crate::handler::{Handlers, ProgressRoutes};
 
 /// How long a call may run in total, as a multiple of its (progress-extended) timeout, unless
 /// [`CallOptions::max_total`] says otherwise.
@@ -37,6 +37,16 @@ pub struct CallOptions {
     pub max_total: Option<Duration>,
     /// Cancelling it abandons the call and sends `notifications/cancelled` to the server.
     pub cancel: Option<CancellationToken>,
+    /// Receives the server's `notifications/progress` for this call (each also restarts its timeout).
+    pub progress: Option<tokio::sync::mpsc::UnboundedSender<CallProgress>>,
+}
+
+/// One `notifications/progress` a server sent about a call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallProgress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
 }
 
 /// What a call returned.
@@ -88,6 +98,21 @@ pub(crate) struct CallGuards {
     pub dead: CancellationToken,
     /// Cancelled when the server actor shuts down or disables the server.
     pub stop: CancellationToken,
+    /// The connection's progress routes and its generation (the key's first half).
+    pub progress: ProgressRoutes,
+    pub generation: u64,
+}
+
+/// Removes a call's progress route when the call ends, however it ends.
+struct ProgressRoute<'a> {
+    routes: &'a ProgressRoutes,
+    key: (u64, rmcp::model::ProgressToken),
+}
+
+impl Drop for ProgressRoute<'_> {
+    fn drop(&mut self) {
+        self.routes.remove(&self.key);
+    }
 }
 
 /// How a call answers a 2026-07-28 server's `input_required` rounds (sampling, elicitation, roots).
@@ -207,6 +232,14 @@ pub(crate) async fn run_call(
             }
         };
         let id = handle.id.clone();
+        let _route = opts.progress.as_ref().map(|tx| {
+            let key = (guards.generation, handle.progress_token.clone());
+            guards.progress.insert(key.clone(), tx.clone());
+            ProgressRoute {
+                routes: &guards.progress,
+                key,
+            }
+        });
         // rmcp ends the wait itself at the timeout (or `max_total`); this outer bound only guarantees that a call
         // ends even if rmcp's own ending never completes (it awaits the `notifications/cancelled` send).
         let bounded = tokio::time::timeout(max_total + CALL_END_SLACK, handle.await_response());
@@ -231,6 +264,11 @@ pub(crate) async fn run_call(
                 return (Err(Error::Connection { server: server.clone(), message: format!("call to `{}` cancelled by the caller", tool.original) }), report);
             }
         };
+        if _route.is_some() {
+            // rmcp hands notifications to the handler on spawned tasks: let a progress report that came just before
+            // the answer reach its route before the route goes.
+            tokio::task::yield_now().await;
+        }
         upstream.record("outcome", upstream_outcome(&outcome));
         drop(upstream);
         match outcome {

@@ -10,11 +10,12 @@ use ractor::ActorRef;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
     ElicitResult, ElicitationAction, ErrorData, Implementation, JsonObject, ListRootsResult,
-    LoggingMessageNotificationParam, ProtocolVersion, Root,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion, Root,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
 
+use crate::call::CallProgress;
 use crate::server::ServerMsg;
 
 /// Answers a server's `sampling/createMessage` (an LLM completion on the host's behalf).
@@ -111,6 +112,11 @@ pub(crate) enum ListKind {
     Prompts,
 }
 
+/// Where a server's `notifications/progress` go: the call that asked for progress, by (connection generation,
+/// the progress token rmcp put on that call's request). Tokens restart per connection, hence the generation.
+pub(crate) type ProgressRoutes =
+    Arc<dashmap::DashMap<(u64, ProgressToken), tokio::sync::mpsc::UnboundedSender<CallProgress>>>;
+
 /// The `ClientHandler` of one connection (generation `generation` of server `server`).
 #[derive(Clone)]
 pub(crate) struct RuntimeClient {
@@ -120,6 +126,7 @@ pub(crate) struct RuntimeClient {
     pub(crate) handlers: Arc<Handlers>,
     pub(crate) allow_sampling: bool,
     pub(crate) allow_elicitation: bool,
+    pub(crate) progress: ProgressRoutes,
 }
 
 impl RuntimeClient {
@@ -201,6 +208,17 @@ impl ClientHandler for RuntimeClient {
 
     async fn on_prompt_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
         self.forward(ListKind::Prompts);
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _ctx: NotificationContext<RoleClient>) {
+        // rmcp has already restarted the call's timeout; this only relays it to a caller that asked.
+        if let Some(route) = self.progress.get(&(self.generation, params.progress_token.clone())) {
+            let _ = route.send(CallProgress {
+                progress: params.progress,
+                total: params.total,
+                message: params.message,
+            });
+        }
     }
 
     async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {

@@ -24,7 +24,7 @@ pub mod transport;
 
 pub use auth::{AUTO_AUTH_WAIT, AuthMode, AuthOptions, AuthStatus, PendingLogin, ServerAuthStatus, TokenSource};
 pub use cache::{CACHE_FILE_NAME, CACHE_MAX_AGE, CACHE_VERSION, CacheEntry, CacheFile, Freshness, MetadataCache};
-pub use call::{CallOptions, DEFAULT_MAX_TOTAL_FACTOR, ToolOutput};
+pub use call::{CallOptions, CallProgress, DEFAULT_MAX_TOTAL_FACTOR, ToolOutput};
 pub use catalog::{Catalog, CatalogTool, MetadataSource, Resolution, ServerCatalog, ServerInput, ServerMetadata};
 pub use error::{Error, ErrorCategory, Result};
 pub use handler::{

@@ -21,7 +21,7 @@ use crate::call::{CallGuards, CallJob, CallReport, InputContext, ToolOutput};
 use crate::catalog::{MetadataSource, ServerMetadata};
 use crate::context::Shared;
 use crate::error::{Error, ErrorCategory, Result};
-use crate::handler::{ListKind, RuntimeClient};
+use crate::handler::{ListKind, ProgressRoutes, RuntimeClient};
 use crate::lane::{Lane, LiveCall};
 use crate::policy::{ConnectBackoff, CrashLoopBreaker};
 use crate::router::RouterMsg;
@@ -188,6 +188,8 @@ pub(crate) struct ServerActorState {
     waiters: Vec<Waiter>,
     /// Calls run here directly (callers and dispatched waiters); in-flight count and last activity live in it.
     lane: Arc<Lane>,
+    /// Progress routes of this server's calls, shared with every connection's handler.
+    progress: ProgressRoutes,
     backoff: ConnectBackoff,
     breaker: CrashLoopBreaker,
     backoff_until: Option<Instant>,
@@ -369,6 +371,7 @@ impl ServerActor {
             handlers: st.shared.handlers.clone(),
             allow_sampling: st.shared.settings.sampling != Some(false),
             allow_elicitation: st.shared.settings.elicitation != Some(false),
+            progress: st.progress.clone(),
         };
         let era_hint = st
             .metadata
@@ -624,6 +627,8 @@ impl ServerActor {
             guards: CallGuards {
                 dead: live.dead.clone(),
                 stop: st.stop.clone(),
+                progress: st.progress.clone(),
+                generation: st.generation,
             },
             generation: st.generation,
             timeout: st.cfg.timeouts.tool,
@@ -1201,6 +1206,7 @@ impl Actor for ServerActor {
             connect_cancel: None,
             waiters: Vec::new(),
             lane,
+            progress: ProgressRoutes::default(),
             backoff_until: None,
             idle_generation: 0,
             idle_timer: None,

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pimcp_actors::{
-    CallOptions, Catalog, CatalogTool, Error as RuntimeError, ErrorCategory, Glob, MetadataSource, RuntimeHandle,
-    ServerCatalog, ServerState as RuntimeState, ServerStatus, StatusSnapshot, ToolOutput, sanitize_server,
-    tool_candidates,
+    CallOptions, CallProgress, Catalog, CatalogTool, Error as RuntimeError, ErrorCategory, Glob, MetadataSource,
+    RuntimeHandle, ServerCatalog, ServerState as RuntimeState, ServerStatus, StatusSnapshot, ToolOutput,
+    sanitize_server, tool_candidates,
 };
 use pimcp_config::{ApproveTools, Config, ServerConfig};
 use rmcp::model::{CallToolResult, ContentBlock, GetPromptResult, JsonObject, Prompt, ReadResourceResult, Resource};
@@ -47,6 +47,8 @@ pub struct CallContext {
     pub cancel: Option<CancellationToken>,
     /// Overrides the server's tool timeout (idle, extended by progress).
     pub timeout: Option<Duration>,
+    /// Receives the upstream's `notifications/progress` for the call (the host asked with a `progressToken`).
+    pub progress: Option<tokio::sync::mpsc::UnboundedSender<CallProgress>>,
 }
 
 /// What one `mcp` call (or direct-tool call) returns to the host.
@@ -577,6 +579,7 @@ impl Proxy {
             server: Some(tool.server.clone()),
             timeout: ctx.timeout,
             cancel: ctx.cancel.clone(),
+            progress: ctx.progress.clone(),
             ..CallOptions::default()
         };
         let outcome = self.inner.runtime.call(&tool.name, Some(args), opts).await;

@@ -403,3 +403,23 @@ impl ApprovalHandler for HostBridge {
         }
     }
 }
+
+/// Relays one call's upstream progress to the host session that asked for it, under the host's own token. The
+/// relay ends when the call ends (its senders are dropped) or the session is gone.
+pub(crate) fn relay_progress(
+    host: Peer<RoleServer>,
+    token: rmcp::model::ProgressToken,
+) -> tokio::sync::mpsc::UnboundedSender<pimcp_actors::CallProgress> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<pimcp_actors::CallProgress>();
+    tokio::spawn(async move {
+        while let Some(update) = rx.recv().await {
+            let mut params = rmcp::model::ProgressNotificationParam::new(token.clone(), update.progress);
+            params.total = update.total;
+            params.message = update.message;
+            if host.notify_progress(params).await.is_err() {
+                break;
+            }
+        }
+    });
+    tx
+}

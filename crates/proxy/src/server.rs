@@ -36,7 +36,7 @@ use tracing::Instrument as _;
 use crate::direct::{DirectTool, direct_tools};
 use crate::error::{Error, Result};
 use crate::facade::{CallContext, Proxy, ProxyOptions};
-use crate::forward::{HostBridge, with_caller};
+use crate::forward::{HostBridge, relay_progress, with_caller};
 use crate::text::{Category, ProxyError};
 use crate::tool_def::{TOOL_NAME, ToolDefOptions, mcp_tool};
 
@@ -619,6 +619,11 @@ impl ProxyServer {
         let call = CallContext {
             cancel: Some(ctx.ct.clone()),
             timeout: None,
+            // The host asked for progress: the upstream's notifications for this call are relayed with its token.
+            progress: ctx
+                .meta
+                .get_progress_token()
+                .map(|token| relay_progress(ctx.peer.clone(), token)),
         };
         let name = request.name.as_ref();
         if self.inner.mcp.is_some() && name == TOOL_NAME {

@@ -367,3 +367,36 @@ async fn progress_extends_the_call_deadline_up_to_the_total_cap() {
     assert_eq!(e.category(), ErrorCategory::Timeout, "{e}");
     h.rt.shutdown(Duration::from_secs(10)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_asks_receives_the_servers_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = json!({"mcpServers": {"fx": stdio(&[])}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    // Lazy first call (through the server actor), then a call on the ready server's lane.
+    for round in 1..=2 {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let opts = CallOptions {
+            progress: Some(tx),
+            ..CallOptions::default()
+        };
+        let out = rt
+            .call("fx_slow", args(json!({"ms": 300, "steps": 3})), opts)
+            .await
+            .unwrap();
+        assert_eq!(out.text(), "slept 300 ms in 3 steps");
+        // The route is gone with the call: the channel closes once the reports are read.
+        let mut seen = Vec::new();
+        while let Some(p) = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.unwrap() {
+            seen.push(p);
+        }
+        let steps: Vec<f64> = seen.iter().map(|p| p.progress).collect();
+        // The last report races the answer (rmcp handles notifications on spawned tasks).
+        assert!(
+            steps == [0.0, 1.0, 2.0] || steps == [0.0, 1.0, 2.0, 3.0],
+            "round {round}: {steps:?}"
+        );
+        assert!(seen.iter().all(|p| p.total == Some(3.0)), "round {round}: {seen:?}");
+    }
+    rt.shutdown(Duration::from_secs(5)).await;
+}

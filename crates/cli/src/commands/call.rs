@@ -48,7 +48,10 @@ pub(crate) fn run(ctx: &Ctx, args: CallArgs) -> anyhow::Result<u8> {
     };
     block_on(with_session(ctx, SessionOptions { progress: true }, async |session| {
         session.progress.set_label(format!("calling {}", args.tool));
-        let call_ctx = CallContext { cancel: None, timeout };
+        let call_ctx = CallContext {
+            timeout,
+            ..CallContext::default()
+        };
         let handle = session.handle();
         let (resolved, mut response) = match handle.resolve(&args.tool, args.server.as_deref()).await {
             Ok(tool) => {

@@ -330,3 +330,43 @@ async fn a_2026_07_28_host_discovers_calls_and_listens_for_changes() {
     tokio::time::timeout(DEADLINE, served).await.unwrap().unwrap().unwrap();
     env.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_progress_reaches_the_host_that_asked_for_it() {
+    let env = start(one_server()).await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    // rmcp puts a progressToken on every request, so the host asks; the fixture's `slow` reports 0..=steps, 100 ms
+    // apart. The first call waits for the lazy connect (the server actor's path), the second runs on the ready
+    // server's lane. The last report races the result (rmcp handles notifications on spawned tasks), so only the
+    // ones sent well before it must arrive.
+    for round in 1..=2 {
+        session.probe.progress.lock().unwrap().clear();
+        let r = session
+            .mcp(json!({ "tool": "fx_slow", "args": { "ms": 400, "steps": 4 } }))
+            .await;
+        assert_eq!(r.is_error, Some(false), "round {round}: {}", text_of(&r));
+        wait_until("four progress notifications", DEADLINE, || {
+            session.probe.progress.lock().unwrap().len() >= 4
+        })
+        .await;
+        let seen = session.probe.progress.lock().unwrap().clone();
+        let steps: Vec<f64> = seen.iter().map(|(p, _)| *p).collect();
+        assert!(
+            steps == [0.0, 1.0, 2.0, 3.0] || steps == [0.0, 1.0, 2.0, 3.0, 4.0],
+            "round {round}: {steps:?}"
+        );
+        assert!(
+            seen.iter().all(|(_, total)| *total == Some(4.0)),
+            "round {round}: {seen:?}"
+        );
+    }
+    // A call that reports nothing sends nothing.
+    session.probe.progress.lock().unwrap().clear();
+    let r = session
+        .mcp(json!({ "tool": "fx_echo", "args": { "text": "quiet" } }))
+        .await;
+    assert_eq!(text_of(&r), "quiet");
+    assert!(session.probe.progress.lock().unwrap().is_empty());
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}

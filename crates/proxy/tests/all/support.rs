@@ -14,7 +14,7 @@ use pimcp_proxy::{CallContext, HostBridge, Proxy, ProxyOptions, ProxyResponse, P
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, CreateMessageRequestParams,
     CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData, Implementation,
-    ListRootsResult, ProtocolVersion, Root, SamplingMessage,
+    ListRootsResult, ProgressNotificationParam, ProtocolVersion, Root, SamplingMessage,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -214,6 +214,8 @@ pub struct Probe {
     pub roots_asked: AtomicUsize,
     /// The value the host picks in an approval form (`allow_once`, `allow_for_session`, `deny`).
     pub approval: Mutex<Option<String>>,
+    /// `notifications/progress` received: (progress, total).
+    pub progress: Mutex<Vec<(f64, Option<f64>)>>,
 }
 
 impl Probe {
@@ -307,6 +309,14 @@ impl ClientHandler for TestHost {
 
     async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
         self.probe.resources_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _ctx: NotificationContext<RoleClient>) {
+        self.probe
+            .progress
+            .lock()
+            .unwrap()
+            .push((params.progress, params.total));
     }
 }
 
