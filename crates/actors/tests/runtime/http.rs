@@ -1,40 +1,12 @@
 //! Streamable HTTP servers under the runtime: a server restarted under a keep-alive client is recovered by the
 //! health check alone, and an expired session re-initializes transparently.
 
-use std::path::Path;
 use std::time::Duration;
 
 use pimcp_actors::{CallOptions, ServerState};
 use serde_json::json;
 
 use super::support::*;
-
-/// Starts `mcp-fixture --http` on `addr` and returns the child and its port.
-async fn http_fixture(dir: &Path, tag: &str, addr: &str, extra: &[&str]) -> (tokio::process::Child, u16) {
-    let port_file = dir.join(format!("{tag}.port"));
-    let log = dir.join("events.jsonl");
-    let mut cmd = tokio::process::Command::new(fixture());
-    cmd.args([
-        "--http",
-        addr,
-        "--port-file",
-        port_file.to_str().unwrap(),
-        "--event-log",
-        log.to_str().unwrap(),
-    ])
-    .args(extra)
-    .stdin(std::process::Stdio::null())
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .kill_on_drop(true);
-    let child = cmd.spawn().unwrap();
-    wait_until("fixture port file", Duration::from_secs(20), || {
-        read_pid(&port_file).is_some()
-    })
-    .await;
-    let port = read_pid(&port_file).unwrap() as u16;
-    (child, port)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_server_restarted_under_keep_alive_client_is_recovered_by_health_check() {

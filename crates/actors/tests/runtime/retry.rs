@@ -121,31 +121,6 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-async fn http_fixture(dir: &std::path::Path) -> (tokio::process::Child, u16) {
-    let port_file = dir.join("retry.port");
-    let log = dir.join("events.jsonl");
-    let mut cmd = tokio::process::Command::new(fixture());
-    cmd.args([
-        "--http",
-        "127.0.0.1:0",
-        "--port-file",
-        port_file.to_str().unwrap(),
-        "--event-log",
-        log.to_str().unwrap(),
-    ])
-    .stdin(std::process::Stdio::null())
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .kill_on_drop(true);
-    let child = cmd.spawn().unwrap();
-    wait_until("fixture port file", Duration::from_secs(20), || {
-        read_pid(&port_file).is_some()
-    })
-    .await;
-    let port = read_pid(&port_file).unwrap() as u16;
-    (child, port)
-}
-
 /// `add_tool` calls the fixture logged for tool `name`. `add_tool` is annotated neither read-only nor idempotent,
 /// so only the "never reached the server" rule may retry it.
 fn runs_logged(dir: &std::path::Path, name: &str) -> usize {
@@ -158,7 +133,7 @@ fn runs_logged(dir: &std::path::Path, name: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_refused_before_reaching_the_server_is_retried_once_and_succeeds() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, port) = http_fixture(dir.path()).await;
+    let (_server, port) = http_fixture(dir.path(), "retry", "127.0.0.1:0", &[]).await;
     let relay = Relay::start(port).await;
     let config = json!({
         "mcpServers": {"web": {"url": format!("http://127.0.0.1:{}/mcp", relay.port), "protocol": "legacy"}}
@@ -190,7 +165,7 @@ async fn a_call_refused_before_reaching_the_server_is_retried_once_and_succeeds(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_non_idempotent_call_that_reached_the_server_is_not_replayed() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, port) = http_fixture(dir.path()).await;
+    let (_server, port) = http_fixture(dir.path(), "retry", "127.0.0.1:0", &[]).await;
     let relay = Relay::start(port).await;
     // 2026-07-28 (stateless HTTP): the answer can only come back on the call's own POST. (In an initialize-era
     // session the server may deliver it over the session's GET stream instead, and nothing fails.)

@@ -10,24 +10,6 @@ use serde_json::json;
 
 use super::support::*;
 
-/// Starts `mcp-fixture --http` on a free loopback port.
-async fn http_fixture(dir: &std::path::Path) -> (tokio::process::Child, u16) {
-    let port_file = dir.join("stress.port");
-    let mut cmd = tokio::process::Command::new(fixture());
-    cmd.args(["--http", "127.0.0.1:0", "--port-file", port_file.to_str().unwrap()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let child = cmd.spawn().unwrap();
-    wait_until("fixture port file", Duration::from_secs(20), || {
-        read_pid(&port_file).is_some()
-    })
-    .await;
-    let port = read_pid(&port_file).unwrap() as u16;
-    (child, port)
-}
-
 /// `callers` tasks × `calls` sequential `echo` calls each, `rounds` times, on one runtime. Each call carries a 15 s
 /// timeout, so a lost response shows up as a `timeout` error (counted and reported) rather than a hang; the outer
 /// guard only exists so a call that never ends at all fails the test instead of blocking it.
@@ -35,7 +17,7 @@ async fn http_fixture(dir: &std::path::Path) -> (tokio::process::Child, u16) {
 /// race the lazy connect and discovery, as in a proxy whose sessions all start at once.
 async fn hammer(protocol: &str, callers: usize, calls: usize, rounds: usize, cold: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, port) = http_fixture(dir.path()).await;
+    let (_server, port) = http_fixture(dir.path(), "stress", "127.0.0.1:0", &[]).await;
     let config = json!({
         "mcpServers": {"web": {"url": format!("http://127.0.0.1:{port}/mcp"), "protocol": protocol}}
     });
@@ -185,7 +167,7 @@ async fn pump(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_on_a_silent_http_path_ends_with_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let (_server, port) = http_fixture(dir.path()).await;
+    let (_server, port) = http_fixture(dir.path(), "stress", "127.0.0.1:0", &[]).await;
     let relay = FreezableRelay::start(port).await;
     for protocol in ["legacy", "auto"] {
         let config = json!({

@@ -108,3 +108,31 @@ pub fn pid_alive(pid: u32) -> bool {
 pub fn category(r: &pimcp_actors::Result<pimcp_actors::ToolOutput>) -> Option<ErrorCategory> {
     r.as_ref().err().map(|e| e.category())
 }
+
+/// Starts `mcp-fixture --http` on `addr` (event log `dir/events.jsonl`, port file `dir/<tag>.port`) and returns the
+/// child and its port.
+pub async fn http_fixture(dir: &Path, tag: &str, addr: &str, extra: &[&str]) -> (tokio::process::Child, u16) {
+    let port_file = dir.join(format!("{tag}.port"));
+    let log = dir.join("events.jsonl");
+    let mut cmd = tokio::process::Command::new(fixture());
+    cmd.args([
+        "--http",
+        addr,
+        "--port-file",
+        port_file.to_str().unwrap(),
+        "--event-log",
+        log.to_str().unwrap(),
+    ])
+    .args(extra)
+    .stdin(std::process::Stdio::null())
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .kill_on_drop(true);
+    let child = cmd.spawn().unwrap();
+    wait_until("fixture port file", Duration::from_secs(20), || {
+        read_pid(&port_file).is_some()
+    })
+    .await;
+    let port = read_pid(&port_file).unwrap() as u16;
+    (child, port)
+}
