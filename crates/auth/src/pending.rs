@@ -10,7 +10,6 @@
 
 use std::fmt;
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use pimcp_config::Secret;
@@ -21,6 +20,7 @@ use crate::client::PENDING_FLOW_TTL;
 use crate::discovery::Discovered;
 use crate::error::{Error, Result};
 use crate::record::{ClientRegistration, StoreKey, TokenEndpointAuthMethod, now_ms};
+use crate::store::write_private_atomic;
 
 /// One started login, as [`crate::OAuthClient::export_pending`] gives it and
 /// [`crate::OAuthClient::import_pending`] takes it back (in another process).
@@ -133,37 +133,10 @@ impl PendingLogins {
     /// Persist `login` (replacing the server's previous one): 0600, atomic.
     pub fn save(&self, login: &PendingLogin) -> Result<()> {
         let key = StoreKey::new(login.server.clone(), login.server_url.clone());
-        let path = self.path(&key);
-        create_private_dir(&self.dir)?;
         let json = serde_json::to_vec(login).map_err(|e| Error::Task {
             reason: format!("cannot encode a pending login: {e}"),
         })?;
-        let tmp = self.dir.join(format!(
-            ".pending.{}.{:016x}.tmp",
-            std::process::id(),
-            rand::random::<u64>()
-        ));
-        let result = (|| {
-            let mut options = fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt as _;
-                options.mode(0o600);
-            }
-            let mut file = options
-                .open(&tmp)
-                .map_err(io_err("cannot create pending login file", &tmp))?;
-            file.write_all(&json)
-                .map_err(io_err("cannot write pending login file", &tmp))?;
-            file.sync_all()
-                .map_err(io_err("cannot sync pending login file", &tmp))?;
-            fs::rename(&tmp, &path).map_err(io_err("cannot replace pending login file", &path))
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result
+        write_private_atomic(&self.path(&key), &json)
     }
 
     /// The pending login of `key`, when there is one for exactly this server URL that has not expired. An
@@ -205,24 +178,6 @@ impl PendingLogins {
             }),
         }
     }
-}
-
-fn create_private_dir(dir: &Path) -> Result<()> {
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        builder.mode(0o700);
-    }
-    builder
-        .create(dir)
-        .map_err(io_err("cannot create pending login directory", dir))
-}
-
-fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error + use<> {
-    let path = path.display().to_string();
-    move |source| Error::Io { what, path, source }
 }
 
 #[cfg(test)]

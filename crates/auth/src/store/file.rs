@@ -77,14 +77,25 @@ fn tighten_permissions(path: &Path) {
 }
 
 pub(crate) fn write_record_file(path: &Path, record: &TokenRecord) -> Result<()> {
+    let json = record.to_json()?;
+    write_private_atomic(path, json.as_bytes())
+}
+
+/// Writes `bytes` to `path` atomically with owner-only permissions: a 0600 temp file beside it (created new, synced),
+/// renamed over `path`, then the directory synced. The directory is created 0700 when missing. A failed write leaves
+/// `path` as it was and removes the temp file.
+pub(crate) fn write_private_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().ok_or_else(|| Error::Store {
         store: "file",
-        reason: "token path has no parent".into(),
+        reason: "file path has no parent".into(),
     })?;
     create_private_dir(dir)?;
-    let json = record.to_json()?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(
-        ".{TOKENS_FILE}.{}.{:016x}.tmp",
+        ".{name}.{}.{:016x}.tmp",
         std::process::id(),
         rand::random::<u64>()
     ));
@@ -96,11 +107,11 @@ pub(crate) fn write_record_file(path: &Path, record: &TokenRecord) -> Result<()>
             use std::os::unix::fs::OpenOptionsExt as _;
             options.mode(0o600);
         }
-        let mut file = options.open(&tmp).map_err(io_err("cannot create token file", &tmp))?;
-        file.write_all(json.as_bytes())
-            .map_err(io_err("cannot write token file", &tmp))?;
-        file.sync_all().map_err(io_err("cannot sync token file", &tmp))?;
-        fs::rename(&tmp, path).map_err(io_err("cannot replace token file", path))?;
+        let mut file = options.open(&tmp).map_err(io_err("cannot create private file", &tmp))?;
+        file.write_all(bytes)
+            .map_err(io_err("cannot write private file", &tmp))?;
+        file.sync_all().map_err(io_err("cannot sync private file", &tmp))?;
+        fs::rename(&tmp, path).map_err(io_err("cannot replace private file", path))?;
         if let Ok(dir_handle) = fs::File::open(dir) {
             let _ = dir_handle.sync_all();
         }

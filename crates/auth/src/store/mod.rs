@@ -24,7 +24,7 @@ use crate::error::Result;
 use crate::record::{StoreKey, TokenRecord};
 
 pub use file::FileStore;
-pub(crate) use file::create_private_dir;
+pub(crate) use file::{create_private_dir, write_private_atomic};
 pub use keyring::{KEYRING_SERVICE, KeyringStore};
 pub use legacy::import_legacy;
 pub use memory::MemoryStore;
