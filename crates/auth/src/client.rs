@@ -912,6 +912,7 @@ impl OAuthClient {
             .inner
             .http
             .client()
+            .ok()?
             .post(self.inner.server_url.clone())
             .header("accept", "application/json, text/event-stream")
             .json(&body)
@@ -1052,7 +1053,7 @@ impl OAuthClient {
         let request = self
             .inner
             .http
-            .client()
+            .client()?
             .post(endpoint)
             .header("accept", "application/json")
             .json(&body);
@@ -1175,7 +1176,7 @@ impl OAuthClient {
         let mut request = self
             .inner
             .http
-            .client()
+            .client()?
             .post(endpoint)
             .header("accept", "application/json")
             .header("content-type", "application/x-www-form-urlencoded")

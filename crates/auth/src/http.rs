@@ -49,20 +49,23 @@ impl OAuthHttp {
         }
     }
 
-    pub(crate) fn client(&self) -> &reqwest::Client {
-        self.client.get_or_init(|| {
-            reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .timeout(OAUTH_HTTP_TIMEOUT)
-                .connect_timeout(Duration::from_secs(10))
-                .build()
-                .unwrap_or_else(|e| {
-                    // Only a TLS backend that cannot initialize fails here; the stock client then fails its requests
-                    // with the same cause, reported per request.
-                    tracing::warn!(reason = %http_reason(&e), "building the OAuth HTTP client failed");
-                    reqwest::Client::default()
-                })
-        })
+    /// The client, built now if needed. A failed build (a TLS backend that cannot start) is an error for this request
+    /// and is tried again on the next one; there is no fallback client, since any other would follow redirects.
+    pub(crate) fn client(&self) -> Result<&reqwest::Client> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let built = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(OAUTH_HTTP_TIMEOUT)
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| Error::Http {
+                what: "http client setup",
+                url: String::new(),
+                reason: http_reason(&e),
+            })?;
+        Ok(self.client.get_or_init(|| built))
     }
 
     /// GET `url` following same-origin redirects only.
@@ -70,7 +73,7 @@ impl OAuthHttp {
         let mut current = url.clone();
         for _ in 0..=MAX_DISCOVERY_REDIRECTS {
             let request = self
-                .client()
+                .client()?
                 .get(current.clone())
                 .header("accept", "application/json")
                 .header("mcp-protocol-version", DISCOVERY_PROTOCOL_VERSION);
