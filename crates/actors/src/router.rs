@@ -113,8 +113,9 @@ fn forward(
     }
 }
 
-/// `approveTools` (per server, else global) matches the tool.
-fn approval_required(config: &Config, tool: &CatalogTool) -> bool {
+/// Whether `approveTools` (the server's, else the global one) gates calls of `tool` (SPEC 6): globs over the original
+/// and every prefixed form of the name. The router asks before a call; the proxy marks search hits with it.
+pub fn approval_required(config: &Config, tool: &CatalogTool) -> bool {
     let Some(cfg) = config.server(&tool.server) else {
         return false;
     };

@@ -12,9 +12,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use pimcp_actors::{
     CallOptions, CallProgress, Catalog, CatalogTool, Error as RuntimeError, ErrorCategory, Glob, MetadataSource,
     RuntimeHandle, ServerCatalog, ServerState as RuntimeState, ServerStatus, StatusSnapshot, ToolOutput,
-    sanitize_server, tool_candidates,
+    approval_required, sanitize_server, tool_candidates,
 };
-use pimcp_config::{ApproveTools, Config, ServerConfig};
+use pimcp_config::{Config, ServerConfig};
 use rmcp::model::{CallToolResult, ContentBlock, GetPromptResult, JsonObject, Prompt, ReadResourceResult, Resource};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -1053,26 +1053,6 @@ fn tool_doc(t: &CatalogTool, keywords: &[String], config: &Config) -> ToolDoc {
         keywords: keywords.to_vec(),
         input_schema: Value::Object((*t.input_schema).clone()),
         needs_approval: approval_required(config, t),
-    }
-}
-
-/// Whether `approveTools` (the server's, else the global one) gates calls of `tool` (SPEC 6), decided the way the
-/// runtime's router decides it before a call: globs over the original and every prefixed form of the name.
-pub(crate) fn approval_required(config: &Config, tool: &CatalogTool) -> bool {
-    let Some(cfg) = config.server(&tool.server) else {
-        return false;
-    };
-    match cfg.approve_tools.as_ref().unwrap_or(&config.settings.approve_tools) {
-        ApproveTools::Off => false,
-        ApproveTools::All => true,
-        ApproveTools::Globs(globs) => {
-            let mode = cfg.tool_prefix.unwrap_or(config.settings.tool_prefix);
-            let candidates = tool_candidates(&tool.original, &tool.server, mode);
-            globs.iter().any(|g| {
-                let g = Glob::new(g);
-                candidates.iter().any(|c| g.matches(c))
-            })
-        }
     }
 }
 

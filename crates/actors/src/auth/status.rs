@@ -50,7 +50,8 @@ pub struct ServerAuthStatus {
 }
 
 impl ServerAuthStatus {
-    pub(crate) fn new(name: &str, mode: AuthMode) -> ServerAuthStatus {
+    /// A server's line before anything is known: not logged in, no token, no error.
+    pub fn new(name: &str, mode: AuthMode) -> ServerAuthStatus {
         ServerAuthStatus {
             name: name.to_owned(),
             mode,

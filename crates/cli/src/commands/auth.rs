@@ -363,32 +363,16 @@ mod tests {
         );
     }
 
-    fn line(name: &str, mode: AuthMode) -> ServerAuthStatus {
-        ServerAuthStatus {
-            name: name.to_owned(),
-            mode,
-            grant: None,
-            detected: false,
-            logged_in: false,
-            expires_at: None,
-            has_refresh_token: false,
-            scope: None,
-            issuer: None,
-            pending: None,
-            error: None,
-        }
-    }
-
     #[test]
     fn status_table_says_how_each_server_authenticates() {
-        let mut oauth = line("linear", AuthMode::Oauth);
+        let mut oauth = ServerAuthStatus::new("linear", AuthMode::Oauth);
         oauth.logged_in = true;
         oauth.expires_at = Some(1_000 + 3_600);
         oauth.has_refresh_token = true;
-        let mut auto = line("notion", AuthMode::Auto);
+        let mut auto = ServerAuthStatus::new("notion", AuthMode::Auto);
         auto.detected = true;
         auto.error = Some("server `notion` needs authentication (not logged in)".into());
-        let local = line("files", AuthMode::None);
+        let local = ServerAuthStatus::new("files", AuthMode::None);
         let status = AuthStatus {
             servers: vec![oauth, auto, local],
         };
