@@ -2,6 +2,8 @@
 //! resources, prompts, instructions and negotiated era, keyed by the server's identity hash. Written atomically
 //! (temp + rename, mode 0600) under an exclusive file lock after re-reading the file, so concurrent processes merge
 //! rather than clobber; pruned of servers no longer configured. Blocking I/O: call from `spawn_blocking`.
+//! Reading keeps every tool schema as a byte range of the one buffer the file was read into ([`ToolSchema`]),
+//! parsed only when something needs it; writing copies unparsed schemas back verbatim.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -9,10 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rmcp::model::{Icon, MetaObject, ToolAnnotations};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
-use crate::catalog::ServerMetadata;
+use crate::catalog::{ServerMetadata, ToolInfo};
 use crate::error::{Error, Result};
+use crate::schema::{RawJson, ToolSchema};
 
 /// The on-disk format version; another version is ignored (and replaced on the next write).
 pub const CACHE_VERSION: u32 = 1;
@@ -21,13 +26,67 @@ pub const CACHE_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// The cache file name under `<agentDir>/pimcp/`.
 pub const CACHE_FILE_NAME: &str = "cache.json";
 
-/// The whole file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The whole file. Read it with [`CacheFile::from_json`] (or [`MetadataCache::load`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheFile {
     pub version: u32,
-    #[serde(default)]
     pub servers: BTreeMap<String, CacheEntry>,
+}
+
+impl CacheFile {
+    /// Parses a cache file's text. Every tool schema stays a range of `text` (shared, not copied) and is parsed
+    /// on first use; everything else is parsed now.
+    pub fn from_json(text: Arc<String>) -> serde_json::Result<CacheFile> {
+        let file: FileIn<'_> = serde_json::from_str(&text)?;
+        let servers = file
+            .servers
+            .into_iter()
+            .map(|(name, e)| {
+                let tools = e
+                    .tools
+                    .into_iter()
+                    .map(|t| ToolInfo {
+                        name: t.name,
+                        title: t.title,
+                        description: t.description,
+                        input_schema: ToolSchema::raw(RawJson::within(&text, t.input_schema)),
+                        output_schema: t.output_schema.map(|s| ToolSchema::raw(RawJson::within(&text, s))),
+                        annotations: t.annotations,
+                        icons: t.icons,
+                        meta: t.meta,
+                    })
+                    .collect();
+                let entry = CacheEntry {
+                    config_hash: e.config_hash,
+                    metadata: Arc::new(ServerMetadata {
+                        tools,
+                        resources: e.resources,
+                        prompts: e.prompts,
+                        instructions: e.instructions,
+                        protocol_version: e.protocol_version,
+                        era: e.era,
+                        ttl_ms: e.ttl_ms,
+                        cache_scope: e.cache_scope,
+                    }),
+                    cached_at: e.cached_at,
+                };
+                (name, entry)
+            })
+            .collect();
+        Ok(CacheFile {
+            version: file.version,
+            servers,
+        })
+    }
+}
+
+/// The on-disk shape of the file, read in one pass with schemas borrowed from the text.
+#[derive(Deserialize)]
+struct FileIn<'a> {
+    version: u32,
+    #[serde(default, borrow)]
+    servers: BTreeMap<String, EntryIn<'a>>,
 }
 
 impl Default for CacheFile {
@@ -57,7 +116,7 @@ pub struct CacheEntry {
 #[serde(rename_all = "camelCase")]
 struct EntryOut<'a> {
     config_hash: &'a str,
-    tools: &'a [rmcp::model::Tool],
+    tools: &'a [ToolInfo],
     resources: &'a [rmcp::model::Resource],
     prompts: &'a [rmcp::model::Prompt],
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -76,10 +135,10 @@ struct EntryOut<'a> {
 /// The on-disk shape of a [`CacheEntry`], read in one pass.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct EntryIn {
+struct EntryIn<'a> {
     config_hash: String,
-    #[serde(default)]
-    tools: Vec<rmcp::model::Tool>,
+    #[serde(default, borrow)]
+    tools: Vec<ToolIn<'a>>,
     #[serde(default)]
     resources: Vec<rmcp::model::Resource>,
     #[serde(default)]
@@ -95,6 +154,27 @@ struct EntryIn {
     #[serde(default)]
     cache_scope: Option<String>,
     cached_at: u64,
+}
+
+/// The on-disk shape of a [`ToolInfo`] (rmcp's `Tool`), its schemas borrowed unparsed.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolIn<'a> {
+    name: String,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(borrow)]
+    input_schema: &'a RawValue,
+    #[serde(default, borrow)]
+    output_schema: Option<&'a RawValue>,
+    #[serde(default)]
+    annotations: Option<ToolAnnotations>,
+    #[serde(default)]
+    icons: Option<Vec<Icon>>,
+    #[serde(rename = "_meta", default)]
+    meta: Option<MetaObject>,
 }
 
 impl Serialize for CacheEntry {
@@ -113,26 +193,6 @@ impl Serialize for CacheEntry {
             cached_at: self.cached_at,
         }
         .serialize(serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for CacheEntry {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        let e = EntryIn::deserialize(deserializer)?;
-        Ok(CacheEntry {
-            config_hash: e.config_hash,
-            metadata: Arc::new(ServerMetadata {
-                tools: e.tools,
-                resources: e.resources,
-                prompts: e.prompts,
-                instructions: e.instructions,
-                protocol_version: e.protocol_version,
-                era: e.era,
-                ttl_ms: e.ttl_ms,
-                cache_scope: e.cache_scope,
-            }),
-            cached_at: e.cached_at,
-        })
     }
 }
 
@@ -205,8 +265,8 @@ impl MetadataCache {
 
     /// Reads the file; a missing, unreadable, unparsable or other-version file reads as empty.
     pub fn load(&self) -> CacheFile {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => match serde_json::from_slice::<CacheFile>(&bytes) {
+        match std::fs::read_to_string(&self.path) {
+            Ok(text) => match CacheFile::from_json(Arc::new(text)) {
                 Ok(f) if f.version == CACHE_VERSION => f,
                 Ok(f) => {
                     tracing::info!(path = %self.path.display(), version = f.version, "ignoring metadata cache of another version");

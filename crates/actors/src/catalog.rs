@@ -4,20 +4,58 @@
 //! one whenever a server's metadata or state changes, and readers clone the `Arc` without messaging anyone.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use pimcp_config::{Availability, Config, ServerConfig, ToolPrefix};
-use rmcp::model::{JsonObject, Prompt, Resource, Tool, ToolAnnotations};
+use rmcp::model::{Icon, JsonObject, MetaObject, Prompt, Resource, Tool, ToolAnnotations};
 use serde::{Deserialize, Serialize};
 
-use crate::naming::{ToolFilter, format_tool_name, fuzzy_key, resource_tool_name, server_prefix, tool_candidates};
+use crate::error::{Error, Result};
+use crate::naming::{ToolFilter, fuzzy_key, resource_tool_name, server_prefix, tool_candidates, with_prefix};
+use crate::schema::ToolSchema;
+
+/// One upstream tool as discovery or the metadata cache knows it: rmcp's `Tool`, field for field (the cache file
+/// keeps rmcp's shape), with the schemas as [`ToolSchema`] so that cached ones stay unparsed until needed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInfo {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub input_schema: ToolSchema,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<ToolSchema>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icons: Option<Vec<Icon>>,
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<MetaObject>,
+}
+
+impl From<Tool> for ToolInfo {
+    fn from(t: Tool) -> ToolInfo {
+        ToolInfo {
+            name: t.name.into_owned(),
+            title: t.title,
+            description: t.description.map(std::borrow::Cow::into_owned),
+            input_schema: ToolSchema::parsed(t.input_schema),
+            output_schema: t.output_schema.map(ToolSchema::parsed),
+            annotations: t.annotations,
+            icons: t.icons,
+            meta: t.meta,
+        }
+    }
+}
 
 /// What discovery (or the metadata cache) knows about one server.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerMetadata {
     #[serde(default)]
-    pub tools: Vec<Tool>,
+    pub tools: Vec<ToolInfo>,
     #[serde(default)]
     pub resources: Vec<Resource>,
     #[serde(default)]
@@ -62,9 +100,10 @@ pub struct CatalogTool {
     pub title: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    pub input_schema: Arc<JsonObject>,
+    /// Shared with the server's [`ToolInfo`]; read it through [`CatalogTool::input_schema`].
+    pub input_schema: ToolSchema,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<Arc<JsonObject>>,
+    pub output_schema: Option<ToolSchema>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub annotations: Option<ToolAnnotations>,
     /// `Some(uri)` for a resource exposed as a tool: calling it reads the resource.
@@ -73,6 +112,29 @@ pub struct CatalogTool {
 }
 
 impl CatalogTool {
+    /// The input schema, parsed on first use when it came from the metadata cache. A cached schema that is not a
+    /// JSON object is an error naming this server and tool (other tools are unaffected).
+    pub fn input_schema(&self) -> Result<Arc<JsonObject>> {
+        self.schema_of(&self.input_schema, "inputSchema")
+    }
+
+    /// The output schema, if the tool declares one; parsed like [`CatalogTool::input_schema`].
+    pub fn output_schema(&self) -> Result<Option<Arc<JsonObject>>> {
+        self.output_schema
+            .as_ref()
+            .map(|s| self.schema_of(s, "outputSchema"))
+            .transpose()
+    }
+
+    fn schema_of(&self, schema: &ToolSchema, field: &str) -> Result<Arc<JsonObject>> {
+        schema.get().cloned().map_err(|message| Error::Schema {
+            server: self.server.clone(),
+            tool: self.original.clone(),
+            field: field.to_owned(),
+            message: message.to_owned(),
+        })
+    }
+
     /// `readOnlyHint` or `idempotentHint`: a call may be replayed safely (SPEC 4). Resource reads are reads.
     pub fn is_replay_safe(&self) -> bool {
         if self.resource_uri.is_some() {
@@ -83,6 +145,14 @@ impl CatalogTool {
             .is_some_and(|a| a.read_only_hint == Some(true) || a.idempotent_hint == Some(true))
     }
 }
+
+/// `{"type":"object","properties":{}}`, one value shared by every `read_<resource>` tool.
+static RESOURCE_TOOL_SCHEMA: LazyLock<ToolSchema> = LazyLock::new(|| {
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), "object".into());
+    schema.insert("properties".into(), serde_json::Value::Object(JsonObject::new()));
+    ToolSchema::parsed(Arc::new(schema))
+});
 
 /// One server's slice of the catalog.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -142,45 +212,45 @@ impl Catalog {
     /// Builds the catalog from each configured server and what is known about it.
     pub fn build(global_mode: ToolPrefix, inputs: &[ServerInput<'_>]) -> Catalog {
         let mut servers = BTreeMap::new();
-        let mut counts: HashMap<String, usize> = HashMap::new();
+        let mut total = 0;
         for input in inputs {
             let cfg = input.config;
             let mode = cfg.tool_prefix.unwrap_or(global_mode);
+            let prefix = server_prefix(&cfg.name, mode);
             let filter = ToolFilter::new(&cfg.include_tools, &cfg.exclude_tools);
+            let allows =
+                |original: &str| filter.allows_all() || filter.allows(&tool_candidates(original, &cfg.name, mode));
             let mut tools = Vec::new();
             if let Some((meta, _)) = input.metadata {
+                let resources = if cfg.expose_resources { meta.resources.len() } else { 0 };
+                tools.reserve_exact(meta.tools.len() + resources);
                 for t in &meta.tools {
-                    let candidates = tool_candidates(&t.name, &cfg.name, mode);
-                    if !filter.allows(&candidates) {
+                    if !allows(&t.name) {
                         continue;
                     }
-                    tools.push(CatalogTool {
-                        name: format_tool_name(&t.name, &cfg.name, mode),
-                        original: t.name.to_string(),
+                    tools.push(Arc::new(CatalogTool {
+                        name: with_prefix(&t.name, &prefix),
+                        original: t.name.clone(),
                         server: cfg.name.clone(),
                         title: t
                             .title
                             .clone()
                             .or_else(|| t.annotations.as_ref().and_then(|a| a.title.clone())),
-                        description: t.description.as_ref().map(|d| d.to_string()),
+                        description: t.description.clone(),
                         input_schema: t.input_schema.clone(),
                         output_schema: t.output_schema.clone(),
                         annotations: t.annotations.clone(),
                         resource_uri: None,
-                    });
+                    }));
                 }
                 if cfg.expose_resources {
                     for r in &meta.resources {
                         let original = resource_tool_name(&r.name);
-                        let candidates = tool_candidates(&original, &cfg.name, mode);
-                        if !filter.allows(&candidates) {
+                        if !allows(&original) {
                             continue;
                         }
-                        let mut schema = JsonObject::new();
-                        schema.insert("type".into(), "object".into());
-                        schema.insert("properties".into(), serde_json::Value::Object(JsonObject::new()));
-                        tools.push(CatalogTool {
-                            name: format_tool_name(&original, &cfg.name, mode),
+                        tools.push(Arc::new(CatalogTool {
+                            name: with_prefix(&original, &prefix),
                             original,
                             server: cfg.name.clone(),
                             title: r.title.clone(),
@@ -189,55 +259,55 @@ impl Catalog {
                                     .clone()
                                     .unwrap_or_else(|| format!("Read resource: {}", r.uri)),
                             ),
-                            input_schema: Arc::new(schema),
+                            input_schema: RESOURCE_TOOL_SCHEMA.clone(),
                             output_schema: None,
                             annotations: None,
                             resource_uri: Some(r.uri.clone()),
-                        });
+                        }));
                     }
                 }
             }
-            for t in &tools {
-                *counts.entry(t.name.clone()).or_default() += 1;
-            }
+            total += tools.len();
             servers.insert(
                 cfg.name.clone(),
-                (
-                    ServerCatalog {
-                        server: cfg.name.clone(),
-                        source: input.metadata.map(|(_, s)| s),
-                        available: cfg.availability == Availability::Available,
-                        tools: Vec::new(),
-                        resources: input.metadata.map(|(m, _)| m.resources.clone()).unwrap_or_default(),
-                        prompts: input.metadata.map(|(m, _)| m.prompts.clone()).unwrap_or_default(),
-                        instructions: input.metadata.and_then(|(m, _)| m.instructions.clone()),
-                        protocol_version: input.metadata.and_then(|(m, _)| m.protocol_version.clone()),
-                        prefix: server_prefix(&cfg.name, mode),
-                    },
+                ServerCatalog {
+                    server: cfg.name.clone(),
+                    source: input.metadata.map(|(_, s)| s),
+                    available: cfg.availability == Availability::Available,
                     tools,
-                ),
+                    resources: input.metadata.map(|(m, _)| m.resources.clone()).unwrap_or_default(),
+                    prompts: input.metadata.map(|(m, _)| m.prompts.clone()).unwrap_or_default(),
+                    instructions: input.metadata.and_then(|(m, _)| m.instructions.clone()),
+                    protocol_version: input.metadata.and_then(|(m, _)| m.protocol_version.clone()),
+                    prefix,
+                },
             );
         }
-        let mut collisions: Vec<String> = counts.iter().filter(|(_, n)| **n > 1).map(|(k, _)| k.clone()).collect();
+        // Names produced more than once are dropped everywhere.
+        let mut collisions: Vec<String> = {
+            let mut counts: HashMap<&str, usize> = HashMap::with_capacity(total);
+            for t in servers.values().flat_map(|sc: &ServerCatalog| sc.tools.iter()) {
+                *counts.entry(t.name.as_str()).or_default() += 1;
+            }
+            counts
+                .into_iter()
+                .filter(|(_, n)| *n > 1)
+                .map(|(k, _)| k.to_owned())
+                .collect()
+        };
         collisions.sort();
         for name in &collisions {
             tracing::warn!(tool = %name, "tool name produced by more than one tool; dropping all of them");
         }
-        let mut by_name = HashMap::new();
-        let servers = servers
-            .into_iter()
-            .map(|(name, (mut sc, tools))| {
-                sc.tools = tools
-                    .into_iter()
-                    .filter(|t| counts.get(&t.name).copied() == Some(1))
-                    .map(Arc::new)
-                    .collect();
-                for (i, t) in sc.tools.iter().enumerate() {
-                    by_name.insert(t.name.clone(), (name.clone(), i));
-                }
-                (name, sc)
-            })
-            .collect();
+        let mut by_name = HashMap::with_capacity(total);
+        for (name, sc) in servers.iter_mut() {
+            if !collisions.is_empty() {
+                sc.tools.retain(|t| collisions.binary_search(&t.name).is_err());
+            }
+            for (i, t) in sc.tools.iter().enumerate() {
+                by_name.insert(t.name.clone(), (name.clone(), i));
+            }
+        }
         Catalog {
             servers,
             by_name,
@@ -491,8 +561,8 @@ pub(crate) mod tests {
         }
     }
 
-    pub(crate) fn tool(name: &str) -> Tool {
-        Tool::new(name.to_owned(), format!("the {name} tool"), Arc::new(JsonObject::new()))
+    pub(crate) fn tool(name: &str) -> ToolInfo {
+        Tool::new(name.to_owned(), format!("the {name} tool"), Arc::new(JsonObject::new())).into()
     }
 
     fn meta(tools: &[&str]) -> ServerMetadata {

@@ -156,6 +156,14 @@ pub enum Error {
     #[error("the runtime is shutting down")]
     ShuttingDown,
 
+    #[error("the cached {field} of tool `{tool}` on server `{server}` is unusable: {message}")]
+    Schema {
+        server: String,
+        tool: String,
+        field: String,
+        message: String,
+    },
+
     #[error("metadata cache `{path}`: {message}")]
     Cache { path: String, message: String },
 
@@ -180,9 +188,11 @@ impl Error {
             Error::Protocol { code, .. } if *code == rmcp::model::ErrorCode::INVALID_PARAMS.0 => {
                 ErrorCategory::Validation
             }
-            Error::Protocol { .. } | Error::ShuttingDown | Error::Cache { .. } | Error::Actor { .. } => {
-                ErrorCategory::Other
-            }
+            Error::Protocol { .. }
+            | Error::ShuttingDown
+            | Error::Cache { .. }
+            | Error::Schema { .. }
+            | Error::Actor { .. } => ErrorCategory::Other,
         }
     }
 

@@ -16,6 +16,7 @@ mod policy;
 pub mod process;
 mod router;
 mod runtime;
+mod schema;
 mod server;
 mod status;
 mod supervisor;
@@ -25,7 +26,9 @@ pub mod transport;
 pub use auth::{AUTO_AUTH_WAIT, AuthMode, AuthOptions, AuthStatus, PendingLogin, ServerAuthStatus, TokenSource};
 pub use cache::{CACHE_FILE_NAME, CACHE_MAX_AGE, CACHE_VERSION, CacheEntry, CacheFile, Freshness, MetadataCache};
 pub use call::{CallOptions, CallProgress, DEFAULT_MAX_TOTAL_FACTOR, ToolOutput};
-pub use catalog::{Catalog, CatalogTool, MetadataSource, Resolution, ServerCatalog, ServerInput, ServerMetadata};
+pub use catalog::{
+    Catalog, CatalogTool, MetadataSource, Resolution, ServerCatalog, ServerInput, ServerMetadata, ToolInfo,
+};
 pub use error::{Error, ErrorCategory, Result};
 pub use handler::{
     ApprovalDecision, ApprovalHandler, ApprovalRequest, ElicitationHandler, Handlers, RootsProvider, SamplingHandler,
@@ -39,6 +42,7 @@ pub use policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker, Tuning};
 pub use process::{ProcessOptions, SHIM_ARG, SHIM_BINARY, ShimMode, StderrTail, shim_main_if_requested};
 pub use router::approval_required;
 pub use runtime::{CONTROL_REPLY_SLACK, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
+pub use schema::ToolSchema;
 pub use status::{RuntimeEvent, ServerState, ServerStatus, StatusSnapshot};
 pub use trace::{
     DEFAULT_TRACE_MAX_BYTES, Direction, MIN_TRACE_MAX_BYTES, MessageKind, ProtocolTrace, TRACE_FILE_NAME,

@@ -58,16 +58,24 @@ pub fn sanitize_tool(tool: &str) -> String {
 
 /// The exposed name of `tool` of `server`: `<prefix>_<tool>`, never double-prefixed, bare for `none`.
 pub fn format_tool_name(tool: &str, server: &str, mode: ToolPrefix) -> String {
+    with_prefix(tool, &server_prefix(server, mode))
+}
+
+/// [`format_tool_name`] with the server's prefix ([`server_prefix`]) computed once by the caller.
+pub(crate) fn with_prefix(tool: &str, prefix: &str) -> String {
     let tool = sanitize_tool(tool);
-    let prefix = server_prefix(server, mode);
     if prefix.is_empty() {
         return tool;
     }
-    let with_sep = format!("{prefix}_");
-    if tool.starts_with(&with_sep) && tool.len() > with_sep.len() {
+    let prefixed = tool.len() > prefix.len() + 1 && tool.starts_with(prefix) && tool[prefix.len()..].starts_with('_');
+    if prefixed {
         tool
     } else {
-        format!("{with_sep}{tool}")
+        let mut out = String::with_capacity(prefix.len() + 1 + tool.len());
+        out.push_str(prefix);
+        out.push('_');
+        out.push_str(&tool);
+        out
     }
 }
 
@@ -171,6 +179,11 @@ impl ToolFilter {
             include: include.iter().map(|p| Glob::new(p)).collect(),
             exclude: exclude.iter().map(|p| Glob::new(p)).collect(),
         }
+    }
+
+    /// No `includeTools` and no `excludeTools`: every tool passes (callers skip computing candidates).
+    pub fn allows_all(&self) -> bool {
+        self.include.is_empty() && self.exclude.is_empty()
     }
 
     pub fn allows(&self, candidates: &[String]) -> bool {

@@ -1360,7 +1360,7 @@ fn short_reason(message: &str, server: &str) -> String {
 
 fn apply_discovery(meta: &mut ServerMetadata, d: Discovery) {
     if let Some((tools, ttl)) = d.tools {
-        meta.tools = tools;
+        meta.tools = tools.into_iter().map(crate::catalog::ToolInfo::from).collect();
         meta.ttl_ms = ttl;
     }
     if let Some(r) = d.resources {

@@ -64,7 +64,10 @@ pub fn direct_tools(catalog: &Catalog, config: &Config) -> Vec<DirectTool> {
 /// The host-facing definition: prefixed name, upstream description and input schema (minus `$schema`), title and
 /// annotations. No output schema: results are rendered text, as for `mcp`.
 pub fn definition(t: &CatalogTool) -> Tool {
-    let mut schema = (*t.input_schema).clone();
+    let mut schema = t.input_schema().map(|s| (*s).clone()).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "registering the direct tool without its schema");
+        Default::default()
+    });
     schema.remove("$schema");
     if !schema.contains_key("type") {
         schema.insert("type".into(), "object".into());

@@ -533,6 +533,9 @@ impl Proxy {
             .resolve(tool, server)
             .await
             .map_err(|e| self.runtime_error(e, server))?;
+        // A schema read from the metadata cache is parsed here on first use; an unusable one is this tool's error.
+        resolved.input_schema().map_err(|e| self.runtime_error(e, server))?;
+        let output_schema = resolved.output_schema().map_err(|e| self.runtime_error(e, server))?;
         let config = self.config();
         Ok(ToolInfo {
             doc: tool_doc(
@@ -541,7 +544,7 @@ impl Proxy {
                 &config,
             ),
             title: resolved.title.clone(),
-            output_schema: resolved.output_schema.as_ref().map(|s| Value::Object((**s).clone())),
+            output_schema: output_schema.map(|s| Value::Object((*s).clone())),
             resource_uri: resolved.resource_uri.clone(),
         })
     }
@@ -718,34 +721,39 @@ impl Proxy {
     }
 
     fn check_args(&self, tool: &CatalogTool, args: &Map<String, Value>) -> std::result::Result<(), ProxyError> {
-        let validator = self.validator(tool);
+        // An unusable cached schema never blocks the call: the server validates, and connecting refreshes it.
+        let schema = match tool.input_schema() {
+            Ok(schema) => schema,
+            Err(e) => {
+                tracing::warn!(error = %e, "skipping argument validation");
+                return Ok(());
+            }
+        };
+        let validator = self.validator(tool, &schema);
         // Only `tool`/`args` keys can be nested gateway parameters: the schema copy is skipped on ordinary calls.
         if args.contains_key("tool") || args.contains_key("args") {
-            let schema_value = Value::Object((*tool.input_schema).clone());
+            let schema_value = Value::Object((*schema).clone());
             check_not_nested(args, &schema_value).map_err(ProxyError::from)?;
         }
         validator.check(args).map_err(ProxyError::from)
     }
 
-    fn validator(&self, tool: &CatalogTool) -> Arc<ArgsValidator> {
+    fn validator(&self, tool: &CatalogTool, input_schema: &Arc<rmcp::model::JsonObject>) -> Arc<ArgsValidator> {
         let mut cache = self
             .inner
             .validators
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some((schema, v)) = cache.get(&tool.name)
-            && Arc::ptr_eq(schema, &tool.input_schema)
+            && Arc::ptr_eq(schema, input_schema)
         {
             return v.clone();
         }
         if cache.len() >= MAX_VALIDATORS {
             cache.clear();
         }
-        let v = Arc::new(ArgsValidator::new(
-            &tool.name,
-            &Value::Object((*tool.input_schema).clone()),
-        ));
-        cache.insert(tool.name.clone(), (tool.input_schema.clone(), v.clone()));
+        let v = Arc::new(ArgsValidator::new(&tool.name, &Value::Object((**input_schema).clone())));
+        cache.insert(tool.name.clone(), (input_schema.clone(), v.clone()));
         v
     }
 
@@ -758,8 +766,16 @@ impl Proxy {
         };
         result.structured_content = output.structured_content;
         let mut rendered = render_call_result(&result);
-        if !is_error && let Some(schema) = &tool.output_schema {
-            let report = validate_output(result.structured_content.as_ref(), &Value::Object((**schema).clone()));
+        let output_schema = if is_error {
+            None
+        } else {
+            tool.output_schema().unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "skipping output validation");
+                None
+            })
+        };
+        if let Some(schema) = output_schema {
+            let report = validate_output(result.structured_content.as_ref(), &Value::Object((*schema).clone()));
             if !report.valid {
                 tracing::warn!(server = %tool.server, tool = %tool.original, "{}", report.summary());
                 rendered
@@ -1051,7 +1067,8 @@ fn tool_doc(t: &CatalogTool, keywords: &[String], config: &Config) -> ToolDoc {
         server: t.server.clone(),
         description: t.description.clone().or_else(|| t.title.clone()).unwrap_or_default(),
         keywords: keywords.to_vec(),
-        input_schema: Value::Object((*t.input_schema).clone()),
+        // An unusable cached schema indexes as "no parameters"; `describe` reports it.
+        input_schema: Value::Object(t.input_schema().map(|s| (*s).clone()).unwrap_or_default()),
         needs_approval: approval_required(config, t),
     }
 }
