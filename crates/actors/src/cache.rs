@@ -2,7 +2,7 @@
 //! resources, prompts, instructions and negotiated era, keyed by the server's identity hash. Written atomically
 //! (temp + rename, mode 0600) under an exclusive file lock after re-reading the file, so concurrent processes merge
 //! rather than clobber; pruned of servers no longer configured. Blocking I/O: call from `spawn_blocking`.
-//! Reading keeps every tool schema as a byte range of the one buffer the file was read into ([`ToolSchema`]),
+//! [`MetadataCache::load`] keeps every tool schema as a byte range of the file, which stays open ([`ToolSchema`]),
 //! parsed only when something needs it; writing copies unparsed schemas back verbatim.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -11,13 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rmcp::model::{Icon, MetaObject, ToolAnnotations};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
 use crate::catalog::{ServerMetadata, ToolInfo};
 use crate::error::{Error, Result};
-use crate::schema::{RawJson, ToolSchema};
+use crate::schema::{Source, with_source};
 
 /// The on-disk format version; another version is ignored (and replaced on the next write).
 pub const CACHE_VERSION: u32 = 1;
@@ -26,67 +24,14 @@ pub const CACHE_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// The cache file name under `<agentDir>/pimcp/`.
 pub const CACHE_FILE_NAME: &str = "cache.json";
 
-/// The whole file. Read it with [`CacheFile::from_json`] (or [`MetadataCache::load`]).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The whole file. [`CacheFile::from_json`] and [`MetadataCache::load`] keep tool schemas unparsed; a plain
+/// `Deserialize` parses them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheFile {
     pub version: u32,
+    #[serde(default)]
     pub servers: BTreeMap<String, CacheEntry>,
-}
-
-impl CacheFile {
-    /// Parses a cache file's text. Every tool schema stays a range of `text` (shared, not copied) and is parsed
-    /// on first use; everything else is parsed now.
-    pub fn from_json(text: Arc<String>) -> serde_json::Result<CacheFile> {
-        let file: FileIn<'_> = serde_json::from_str(&text)?;
-        let servers = file
-            .servers
-            .into_iter()
-            .map(|(name, e)| {
-                let tools = e
-                    .tools
-                    .into_iter()
-                    .map(|t| ToolInfo {
-                        name: t.name,
-                        title: t.title,
-                        description: t.description,
-                        input_schema: ToolSchema::raw(RawJson::within(&text, t.input_schema)),
-                        output_schema: t.output_schema.map(|s| ToolSchema::raw(RawJson::within(&text, s))),
-                        annotations: t.annotations,
-                        icons: t.icons,
-                        meta: t.meta,
-                    })
-                    .collect();
-                let entry = CacheEntry {
-                    config_hash: e.config_hash,
-                    metadata: Arc::new(ServerMetadata {
-                        tools,
-                        resources: e.resources,
-                        prompts: e.prompts,
-                        instructions: e.instructions,
-                        protocol_version: e.protocol_version,
-                        era: e.era,
-                        ttl_ms: e.ttl_ms,
-                        cache_scope: e.cache_scope,
-                    }),
-                    cached_at: e.cached_at,
-                };
-                (name, entry)
-            })
-            .collect();
-        Ok(CacheFile {
-            version: file.version,
-            servers,
-        })
-    }
-}
-
-/// The on-disk shape of the file, read in one pass with schemas borrowed from the text.
-#[derive(Deserialize)]
-struct FileIn<'a> {
-    version: u32,
-    #[serde(default, borrow)]
-    servers: BTreeMap<String, EntryIn<'a>>,
 }
 
 impl Default for CacheFile {
@@ -95,6 +40,19 @@ impl Default for CacheFile {
             version: CACHE_VERSION,
             servers: BTreeMap::new(),
         }
+    }
+}
+
+impl CacheFile {
+    /// Parses a cache file's text. Every tool schema stays a range of `text` (shared, not copied) and is parsed
+    /// on first use; everything else is parsed now.
+    pub fn from_json(text: Arc<String>) -> serde_json::Result<CacheFile> {
+        with_source(Source::Text(text.clone()), &text, || serde_json::from_str(&text))
+    }
+
+    /// Parses `text`, which is the content of `file`: tool schemas stay ranges of the file, read back on first use.
+    fn from_file(file: std::fs::File, text: &str) -> serde_json::Result<CacheFile> {
+        with_source(Source::File(Arc::new(file)), text, || serde_json::from_str(text))
     }
 }
 
@@ -135,10 +93,10 @@ struct EntryOut<'a> {
 /// The on-disk shape of a [`CacheEntry`], read in one pass.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct EntryIn<'a> {
+struct EntryIn {
     config_hash: String,
-    #[serde(default, borrow)]
-    tools: Vec<ToolIn<'a>>,
+    #[serde(default)]
+    tools: Vec<ToolInfo>,
     #[serde(default)]
     resources: Vec<rmcp::model::Resource>,
     #[serde(default)]
@@ -154,27 +112,6 @@ struct EntryIn<'a> {
     #[serde(default)]
     cache_scope: Option<String>,
     cached_at: u64,
-}
-
-/// The on-disk shape of a [`ToolInfo`] (rmcp's `Tool`), its schemas borrowed unparsed.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ToolIn<'a> {
-    name: String,
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default)]
-    description: Option<String>,
-    #[serde(borrow)]
-    input_schema: &'a RawValue,
-    #[serde(default, borrow)]
-    output_schema: Option<&'a RawValue>,
-    #[serde(default)]
-    annotations: Option<ToolAnnotations>,
-    #[serde(default)]
-    icons: Option<Vec<Icon>>,
-    #[serde(rename = "_meta", default)]
-    meta: Option<MetaObject>,
 }
 
 impl Serialize for CacheEntry {
@@ -193,6 +130,28 @@ impl Serialize for CacheEntry {
             cached_at: self.cached_at,
         }
         .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for CacheEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let mut e = EntryIn::deserialize(deserializer)?;
+        // serde grows the list by doubling; the entry lives as long as the runtime.
+        e.tools.shrink_to_fit();
+        Ok(CacheEntry {
+            config_hash: e.config_hash,
+            metadata: Arc::new(ServerMetadata {
+                tools: e.tools,
+                resources: e.resources,
+                prompts: e.prompts,
+                instructions: e.instructions,
+                protocol_version: e.protocol_version,
+                era: e.era,
+                ttl_ms: e.ttl_ms,
+                cache_scope: e.cache_scope,
+            }),
+            cached_at: e.cached_at,
+        })
     }
 }
 
@@ -263,10 +222,25 @@ impl MetadataCache {
         self.path.with_extension("json.lock")
     }
 
-    /// Reads the file; a missing, unreadable, unparsable or other-version file reads as empty.
+    /// Reads the file; a missing, unreadable, unparsable or other-version file reads as empty. Tool schemas stay
+    /// on disk: the file is kept open (by the schemas that point into it) and each is read and parsed on first use.
     pub fn load(&self) -> CacheFile {
-        match std::fs::read_to_string(&self.path) {
-            Ok(text) => match CacheFile::from_json(Arc::new(text)) {
+        self.load_with(|path| {
+            let mut file = std::fs::File::open(path)?;
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut file, &mut text)?;
+            Ok(CacheFile::from_file(file, &text))
+        })
+    }
+
+    /// [`MetadataCache::load`] with the text kept in memory (for a read-modify-write that copies it all back).
+    fn load_in_memory(&self) -> CacheFile {
+        self.load_with(|path| Ok(CacheFile::from_json(Arc::new(std::fs::read_to_string(path)?))))
+    }
+
+    fn load_with(&self, read: impl FnOnce(&Path) -> std::io::Result<serde_json::Result<CacheFile>>) -> CacheFile {
+        match read(&self.path) {
+            Ok(parsed) => match parsed {
                 Ok(f) if f.version == CACHE_VERSION => f,
                 Ok(f) => {
                     tracing::info!(path = %self.path.display(), version = f.version, "ignoring metadata cache of another version");
@@ -307,7 +281,7 @@ impl MetadataCache {
         let lock = open_private(&self.lock_path(), false).map_err(|e| err("open lock file", e))?;
         fs4::FileExt::lock(&lock).map_err(|e| err("lock", e))?;
         let result = (|| {
-            let mut file = self.load();
+            let mut file = self.load_in_memory();
             for (name, entry) in upserts {
                 file.servers.insert(name, entry);
             }
@@ -467,6 +441,104 @@ mod tests {
             CacheEntry::new("h".into(), m, now - Duration::from_secs(8 * 24 * 3600)).freshness("h", now),
             Some(Freshness::Stale)
         );
+    }
+
+    fn schema_tool(name: &str, schema: serde_json::Value) -> ToolInfo {
+        let mut t = tool(name);
+        t.input_schema = crate::schema::ToolSchema::parsed(Arc::new(serde_json::from_value(schema).unwrap()));
+        t
+    }
+
+    fn catalog_of(file: &CacheFile) -> crate::catalog::Catalog {
+        let configs: Vec<_> = file.servers.keys().map(|n| crate::catalog::tests::server(n)).collect();
+        let inputs: Vec<_> = configs
+            .iter()
+            .map(|c| crate::catalog::ServerInput {
+                config: c,
+                metadata: Some((&*file.servers[&c.name].metadata, crate::catalog::MetadataSource::Cache)),
+            })
+            .collect();
+        crate::catalog::Catalog::build(pimcp_config::ToolPrefix::Server, &inputs)
+    }
+
+    #[test]
+    fn cached_schemas_load_unparsed_parse_on_first_use_and_write_back_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = MetadataCache::in_agent_dir(dir.path());
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"text": {"type": "string", "description": "é \"quoted\""}, "n": {"type": "integer"}},
+            "required": ["text"],
+        });
+        let mut m = meta(&[]);
+        m.tools = vec![schema_tool("echo", schema.clone()), tool("plain")];
+        m.tools[0].output_schema = Some(crate::schema::ToolSchema::parsed(Arc::new(
+            serde_json::from_value(serde_json::json!({"type": "object"})).unwrap(),
+        )));
+        let now = SystemTime::now();
+        cache
+            .update(vec![("a".into(), CacheEntry::new("h".into(), m, now))], &[], None)
+            .unwrap();
+        let written = std::fs::read(cache.path()).unwrap();
+
+        let loaded = cache.load();
+        let tools = &loaded.servers["a"].metadata.tools;
+        assert!(
+            tools.iter().all(|t| !t.input_schema.is_parsed()),
+            "schemas are not parsed at load"
+        );
+        let catalog = catalog_of(&loaded);
+        let echo = catalog.get("a_echo").unwrap();
+        assert!(!echo.input_schema.is_parsed());
+        assert_eq!(
+            serde_json::Value::Object((*echo.input_schema().unwrap()).clone()),
+            schema
+        );
+        assert!(
+            tools[0].input_schema.is_parsed(),
+            "the catalog shares the parse with the entry"
+        );
+        assert_eq!(echo.output_schema().unwrap().unwrap()["type"], "object");
+        assert!(!tools[1].input_schema.is_parsed(), "other tools stay unparsed");
+
+        // Writing back (another server's upsert) copies the entry unchanged, parsed or not.
+        cache
+            .update(
+                vec![("b".into(), CacheEntry::new("h".into(), meta(&["x"]), now))],
+                &["b".to_owned()],
+                None,
+            )
+            .unwrap();
+        assert_eq!(std::fs::read(cache.path()).unwrap(), written);
+        assert_eq!(cache.load(), loaded);
+    }
+
+    #[test]
+    fn a_corrupt_cached_schema_fails_only_its_tool_and_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = MetadataCache::in_agent_dir(dir.path());
+        std::fs::create_dir_all(cache.path().parent().unwrap()).unwrap();
+        let good = r#"{"name":"good","inputSchema":{"type":"object"}}"#;
+        let text = format!(
+            r#"{{"version":1,"servers":{{"a":{{"configHash":"h","tools":[{{"name":"bad","inputSchema":[1,2]}},{good}],"resources":[],"prompts":[],"cachedAt":1}},"b":{{"configHash":"h","tools":[{good}],"resources":[],"prompts":[],"cachedAt":1}}}}}}"#
+        );
+        std::fs::write(cache.path(), &text).unwrap();
+        let loaded = cache.load();
+        assert_eq!(loaded.servers.len(), 2, "the file is not rejected");
+        let catalog = catalog_of(&loaded);
+        let err = catalog.get("a_bad").unwrap().input_schema().unwrap_err();
+        assert!(matches!(&err, Error::Schema { server, tool, .. } if server == "a" && tool == "bad"));
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("the cached inputSchema of tool `bad` on server `a` is unusable: invalid type"),
+            "{msg}"
+        );
+        assert_eq!(err.category(), crate::ErrorCategory::Other);
+        assert!(catalog.get("a_good").unwrap().input_schema().is_ok());
+        assert!(catalog.get("b_good").unwrap().input_schema().is_ok());
+        // The unusable text is written back as it was.
+        cache.update(vec![], &[], None).unwrap();
+        assert_eq!(std::fs::read_to_string(cache.path()).unwrap(), text);
     }
 
     #[test]

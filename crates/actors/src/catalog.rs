@@ -3,7 +3,9 @@
 //! fuzzy, implied server, ambiguity, suggestions). A `Catalog` is an immutable snapshot; the router publishes a new
 //! one whenever a server's metadata or state changes, and readers clone the `Arc` without messaging anyone.
 
-use std::collections::{BTreeMap, HashMap};
+use std::borrow::Borrow;
+use std::collections::{BTreeMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock};
 
 use pimcp_config::{Availability, Config, ServerConfig, ToolPrefix};
@@ -22,17 +24,19 @@ pub struct ToolInfo {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// Shared with the catalog's [`CatalogTool`]s (descriptions are most of a cached tool's text besides schemas).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub description: Option<Arc<str>>,
     pub input_schema: ToolSchema,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<ToolSchema>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<ToolAnnotations>,
+    /// Boxed, like `meta`: rare, and thousands of cached tools would each carry the empty slots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub icons: Option<Vec<Icon>>,
+    pub icons: Option<Box<[Icon]>>,
     #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
-    pub meta: Option<MetaObject>,
+    pub meta: Option<Box<MetaObject>>,
 }
 
 impl From<Tool> for ToolInfo {
@@ -40,12 +44,12 @@ impl From<Tool> for ToolInfo {
         ToolInfo {
             name: t.name.into_owned(),
             title: t.title,
-            description: t.description.map(std::borrow::Cow::into_owned),
+            description: t.description.map(|d| Arc::from(d.as_ref())),
             input_schema: ToolSchema::parsed(t.input_schema),
             output_schema: t.output_schema.map(ToolSchema::parsed),
             annotations: t.annotations,
-            icons: t.icons,
-            meta: t.meta,
+            icons: t.icons.map(Vec::into_boxed_slice),
+            meta: t.meta.map(Box::new),
         }
     }
 }
@@ -98,8 +102,9 @@ pub struct CatalogTool {
     pub server: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// Shared with the server's [`ToolInfo`].
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub description: Option<Arc<str>>,
     /// Shared with the server's [`ToolInfo`]; read it through [`CatalogTool::input_schema`].
     pub input_schema: ToolSchema,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -193,12 +198,36 @@ pub enum Resolution {
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     servers: BTreeMap<String, ServerCatalog>,
-    /// Exposed name → (server, tool index).
-    by_name: HashMap<String, (String, usize)>,
+    /// Every tool, looked up by its exposed name (no copy of the name).
+    by_name: HashSet<ByName>,
     /// Names dropped because more than one tool produced them.
     collisions: Vec<String>,
     /// Version counter, bumped by the router on every publish.
     pub(crate) version: u64,
+}
+
+/// A catalog tool that hashes and compares as its exposed name.
+#[derive(Debug, Clone)]
+struct ByName(Arc<CatalogTool>);
+
+impl PartialEq for ByName {
+    fn eq(&self, other: &ByName) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for ByName {}
+
+impl Hash for ByName {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.name.as_str().hash(state);
+    }
+}
+
+impl Borrow<str> for ByName {
+    fn borrow(&self) -> &str {
+        &self.0.name
+    }
 }
 
 /// Inputs for one server when building a catalog.
@@ -210,6 +239,8 @@ pub struct ServerInput<'a> {
 
 impl Catalog {
     /// Builds the catalog from each configured server and what is known about it.
+    // `ByName` hashes and compares only the tool's name, which never changes (its schemas' parse cells do).
+    #[allow(clippy::mutable_key_type)]
     pub fn build(global_mode: ToolPrefix, inputs: &[ServerInput<'_>]) -> Catalog {
         let mut servers = BTreeMap::new();
         let mut total = 0;
@@ -254,11 +285,10 @@ impl Catalog {
                             original,
                             server: cfg.name.clone(),
                             title: r.title.clone(),
-                            description: Some(
-                                r.description
-                                    .clone()
-                                    .unwrap_or_else(|| format!("Read resource: {}", r.uri)),
-                            ),
+                            description: Some(match &r.description {
+                                Some(d) => Arc::from(d.as_str()),
+                                None => Arc::from(format!("Read resource: {}", r.uri)),
+                            }),
                             input_schema: RESOURCE_TOOL_SCHEMA.clone(),
                             output_schema: None,
                             annotations: None,
@@ -284,28 +314,22 @@ impl Catalog {
             );
         }
         // Names produced more than once are dropped everywhere.
-        let mut collisions: Vec<String> = {
-            let mut counts: HashMap<&str, usize> = HashMap::with_capacity(total);
-            for t in servers.values().flat_map(|sc: &ServerCatalog| sc.tools.iter()) {
-                *counts.entry(t.name.as_str()).or_default() += 1;
+        let mut by_name = HashSet::with_capacity(total);
+        let mut collisions: Vec<String> = Vec::new();
+        for t in servers.values().flat_map(|sc: &ServerCatalog| sc.tools.iter()) {
+            if !by_name.insert(ByName(t.clone())) {
+                collisions.push(t.name.clone());
             }
-            counts
-                .into_iter()
-                .filter(|(_, n)| *n > 1)
-                .map(|(k, _)| k.to_owned())
-                .collect()
-        };
-        collisions.sort();
-        for name in &collisions {
-            tracing::warn!(tool = %name, "tool name produced by more than one tool; dropping all of them");
         }
-        let mut by_name = HashMap::with_capacity(total);
-        for (name, sc) in servers.iter_mut() {
-            if !collisions.is_empty() {
-                sc.tools.retain(|t| collisions.binary_search(&t.name).is_err());
+        if !collisions.is_empty() {
+            collisions.sort();
+            collisions.dedup();
+            for name in &collisions {
+                tracing::warn!(tool = %name, "tool name produced by more than one tool; dropping all of them");
+                by_name.remove(name.as_str());
             }
-            for (i, t) in sc.tools.iter().enumerate() {
-                by_name.insert(t.name.clone(), (name.clone(), i));
+            for sc in servers.values_mut() {
+                sc.tools.retain(|t| collisions.binary_search(&t.name).is_err());
             }
         }
         Catalog {
@@ -353,8 +377,7 @@ impl Catalog {
 
     /// The tool with exactly this exposed name.
     pub fn get(&self, name: &str) -> Option<&Arc<CatalogTool>> {
-        let (server, idx) = self.by_name.get(name)?;
-        self.servers.get(server)?.tools.get(*idx)
+        self.by_name.get(name).map(|t| &t.0)
     }
 
     /// Resolves a name as the proxy's `call`/`describe` do: exact exposed name, original name, the implied

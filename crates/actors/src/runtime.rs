@@ -2,7 +2,7 @@
 //! the catalog without waiting on any server, calls tools, connects/reconnects/disables servers (OAuth logins are
 //! in `auth`), and [`Runtime::shutdown`] closes everything within a bound, leaving no process behind.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -459,37 +459,50 @@ impl Runtime {
         };
         let cache = MetadataCache::in_agent_dir(&agent_dir);
         let configured: std::collections::BTreeSet<String> = config.servers.iter().map(|s| s.name.clone()).collect();
-        let initial = {
+        // The cache file is read and parsed on a blocking thread while this task hashes each server's identity
+        // (the cache key; the server actors get the hashes too instead of computing them again).
+        let file = {
             let cache = cache.clone();
-            let servers = config.servers.clone();
-            let configured = configured.clone();
-            tokio::task::spawn_blocking(move || {
-                let file = cache.load();
-                let now = SystemTime::now();
-                let mut initial = BTreeMap::new();
-                for s in &servers {
-                    let Some(entry) = file.servers.get(&s.name) else {
-                        continue;
-                    };
-                    let source = match entry.freshness(&pimcp_config::identity_hash(s), now) {
-                        Some(Freshness::Fresh) => MetadataSource::Cache,
-                        Some(Freshness::Stale) => MetadataSource::StaleCache,
-                        None => continue,
-                    };
-                    initial.insert(s.name.clone(), (Arc::clone(&entry.metadata), source));
-                }
-                if cache.exists()
-                    && file.servers.keys().any(|k| !configured.contains(k))
-                    && let Err(e) = cache.update(Vec::new(), &[], Some(&configured))
-                {
-                    tracing::warn!(error = %e, "could not prune the metadata cache");
-                }
-                initial
-            })
-            .await
-            .map_err(|e| Error::actor(format!("loading the metadata cache: {e}")))?
+            tokio::task::spawn_blocking(move || cache.load())
         };
+        let hashes: HashMap<String, String> = config
+            .servers
+            .iter()
+            .map(|s| (s.name.clone(), pimcp_config::identity_hash(s)))
+            .collect();
+        let file = file
+            .await
+            .map_err(|e| Error::actor(format!("loading the metadata cache: {e}")))?;
+        let now = SystemTime::now();
+        let mut initial = BTreeMap::new();
+        for s in &config.servers {
+            let Some(entry) = file.servers.get(&s.name) else {
+                continue;
+            };
+            let source = match hashes.get(&s.name).and_then(|h| entry.freshness(h, now)) {
+                Some(Freshness::Fresh) => MetadataSource::Cache,
+                Some(Freshness::Stale) => MetadataSource::StaleCache,
+                None => continue,
+            };
+            initial.insert(s.name.clone(), (Arc::clone(&entry.metadata), source));
+        }
+        if file.servers.keys().any(|k| !configured.contains(k)) {
+            let cache = cache.clone();
+            let configured = configured.clone();
+            let pruned = tokio::task::spawn_blocking(move || cache.update(Vec::new(), &[], Some(&configured))).await;
+            if let Ok(Err(e)) = pruned {
+                tracing::warn!(error = %e, "could not prune the metadata cache");
+            }
+        }
+        drop(file);
         let config = Arc::new(config);
+        // The catalog (thousands of tools with a large cache) is built on a blocking thread while the actors start;
+        // it is in place before `start` returns.
+        let catalog = {
+            let config = config.clone();
+            let initial = initial.clone();
+            tokio::task::spawn_blocking(move || build_catalog(&config, &initial, 0))
+        };
         let auth = AuthHandle::spawn(config.clone(), &data_dir, auth).await?;
         let shared = Arc::new(Shared {
             settings: config.settings.clone(),
@@ -514,17 +527,30 @@ impl Runtime {
         });
         shared.set_connect_budget(&config.servers);
         auth.attach(&shared);
-        // Built once here; the router starts from this snapshot instead of building it again.
-        let (catalog_tx, catalog_rx) = watch::channel(Arc::new(build_catalog(&config, &initial, 0)));
+        // Version 0 is the catalog being built above; the router starts from it instead of building it again.
+        let (catalog_tx, catalog_rx) = watch::channel(Arc::new(Catalog::default()));
         let args = SupArgs {
             config,
             shared: shared.clone(),
             initial,
-            catalog_tx,
+            hashes,
+            catalog_tx: catalog_tx.clone(),
         };
         let (supervisor, join) = Actor::spawn(None, SupervisorActor, args)
             .await
             .map_err(|e| Error::actor(format!("starting the supervisor: {e}")))?;
+        let catalog = catalog
+            .await
+            .map_err(|e| Error::actor(format!("building the catalog: {e}")))?;
+        // Unless the router already published a newer one (an eager server discovered meanwhile, built from the
+        // same metadata plus that discovery).
+        catalog_tx.send_if_modified(|current| {
+            let placeholder = current.version == 0;
+            if placeholder {
+                *current = Arc::new(catalog);
+            }
+            placeholder
+        });
         Ok(Runtime {
             handle: RuntimeHandle {
                 shared,

@@ -1,8 +1,12 @@
-//! A tool's JSON Schema as the catalog holds it: already parsed (live discovery), or still the raw text of the
-//! metadata cache (a byte range of the one buffer the cache file was read into), parsed on first use and kept.
-//! Cold starts from a large cache therefore never build the schema trees nobody asked for.
+//! A tool's JSON Schema as the catalog holds it: already parsed (live discovery), or still a byte range of the
+//! metadata cache, parsed on first use and kept. The range points into the cache file itself (the runtime keeps
+//! the file it loaded open, so a later atomic replace of the path does not change what it reads) or into a text
+//! held in memory. Cold starts from a large cache therefore hold neither the schema trees nor their text.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
 use std::fmt;
+use std::fs::File;
 use std::sync::{Arc, OnceLock};
 
 use rmcp::model::JsonObject;
@@ -15,44 +19,117 @@ pub struct ToolSchema(Arc<Cell>);
 
 struct Cell {
     raw: Option<RawJson>,
-    /// The object, or why the raw text is not one (valid JSON that is not an object).
+    /// The object, or why the raw text is not one (valid JSON that is not an object, or the file is unreadable).
     parsed: OnceLock<std::result::Result<Arc<JsonObject>, String>>,
 }
 
-/// A JSON value's text inside a shared buffer.
+/// Where the text of unparsed schemas lives.
 #[derive(Clone)]
-pub(crate) struct RawJson {
-    buf: Arc<String>,
-    start: usize,
-    end: usize,
+pub(crate) enum Source {
+    /// The whole text, in memory.
+    Text(Arc<String>),
+    /// The cache file the text was read from, kept open.
+    File(Arc<File>),
+}
+
+/// A JSON value's text: `len` bytes at `start` of a [`Source`].
+#[derive(Clone)]
+struct RawJson {
+    source: Source,
+    start: u64,
+    len: u32,
 }
 
 impl RawJson {
-    /// `raw` must have been borrowed from `buf` (as `serde_json::from_str` does for `&RawValue`); otherwise its
-    /// text is copied into a buffer of its own.
-    pub(crate) fn within(buf: &Arc<String>, raw: &RawValue) -> RawJson {
-        let text = raw.get();
-        let base = buf.as_ptr() as usize;
-        if let Some(start) = (text.as_ptr() as usize).checked_sub(base)
-            && let Some(end) = start.checked_add(text.len())
-            && buf.get(start..end).is_some_and(|s| s.as_ptr() == text.as_ptr())
-        {
-            return RawJson {
-                buf: buf.clone(),
-                start,
-                end,
-            };
-        }
-        RawJson {
-            buf: Arc::new(text.to_owned()),
-            start: 0,
-            end: text.len(),
+    fn text(&self) -> std::result::Result<Cow<'_, str>, String> {
+        match &self.source {
+            Source::Text(text) => usize::try_from(self.start)
+                .ok()
+                .and_then(|s| text.get(s..s.checked_add(self.len as usize)?))
+                .map(Cow::Borrowed)
+                .ok_or_else(|| "schema range outside the cached text".to_owned()),
+            Source::File(file) => {
+                let mut buf = vec![0; self.len as usize];
+                read_exact_at(file, &mut buf, self.start)
+                    .map_err(|e| format!("reading the metadata cache file: {e}"))?;
+                String::from_utf8(buf)
+                    .map(Cow::Owned)
+                    .map_err(|_| "the metadata cache file changed under the runtime".to_owned())
+            }
         }
     }
+}
 
-    fn text(&self) -> &str {
-        self.buf.get(self.start..self.end).unwrap_or_default()
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
     }
+    Ok(())
+}
+
+/// The text being deserialized and where it lives, while [`with_source`] runs on this thread.
+struct Reading {
+    source: Source,
+    base: usize,
+    len: usize,
+}
+
+thread_local! {
+    static READING: RefCell<Option<Reading>> = const { RefCell::new(None) };
+}
+
+/// Runs `parse` (a `serde_json::from_str` of `text`) so that every [`ToolSchema`] it deserializes stays the byte
+/// range of its value in `text`, read back from `source` on first use. `source` must hold `text` at offset 0.
+pub(crate) fn with_source<T>(source: Source, text: &str, parse: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            READING.with(|r| r.borrow_mut().take());
+        }
+    }
+    READING.with(|r| {
+        *r.borrow_mut() = Some(Reading {
+            source,
+            base: text.as_ptr() as usize,
+            len: text.len(),
+        })
+    });
+    let _reset = Reset;
+    parse()
+}
+
+/// The range of `raw` inside the text [`with_source`] is reading, if it is inside it.
+fn range_in_reading(raw: &RawValue) -> Option<RawJson> {
+    READING.with(|r| {
+        let r = r.borrow();
+        let reading = r.as_ref()?;
+        let text = raw.get();
+        let start = (text.as_ptr() as usize).checked_sub(reading.base)?;
+        if start.checked_add(text.len())? > reading.len {
+            return None;
+        }
+        Some(RawJson {
+            source: reading.source.clone(),
+            start: u64::try_from(start).ok()?,
+            len: u32::try_from(text.len()).ok()?,
+        })
+    })
+}
+
+fn reading() -> bool {
+    READING.with(|r| r.borrow().is_some())
 }
 
 impl ToolSchema {
@@ -64,8 +141,7 @@ impl ToolSchema {
         }))
     }
 
-    /// A schema kept as its JSON text until first use.
-    pub(crate) fn raw(raw: RawJson) -> ToolSchema {
+    fn unparsed(raw: RawJson) -> ToolSchema {
         ToolSchema(Arc::new(Cell {
             raw: Some(raw),
             parsed: OnceLock::new(),
@@ -77,9 +153,12 @@ impl ToolSchema {
         self.0
             .parsed
             .get_or_init(|| match &self.0.raw {
-                Some(raw) => serde_json::from_str::<JsonObject>(raw.text())
-                    .map(Arc::new)
-                    .map_err(|e| e.to_string()),
+                Some(raw) => {
+                    let text = raw.text()?;
+                    serde_json::from_str::<JsonObject>(&text)
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string())
+                }
                 None => Err("no schema".to_owned()),
             })
             .as_ref()
@@ -97,8 +176,8 @@ impl ToolSchema {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
-    /// The unparsed cached text, when this schema has not been parsed successfully.
-    fn unparsed_text(&self) -> Option<&str> {
+    /// The cached text, when this schema has not been parsed successfully.
+    fn unparsed_text(&self) -> Option<std::result::Result<Cow<'_, str>, String>> {
         match self.0.parsed.get() {
             Some(Ok(_)) => None,
             _ => self.0.raw.as_ref().map(RawJson::text),
@@ -122,7 +201,7 @@ impl fmt::Debug for ToolSchema {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.0.parsed.get(), &self.0.raw) {
             (Some(Ok(schema)), _) => schema.fmt(f),
-            (_, Some(raw)) => write!(f, "ToolSchema(unparsed, {} bytes)", raw.end - raw.start),
+            (_, Some(raw)) => write!(f, "ToolSchema(unparsed, {} bytes)", raw.len),
             (_, None) => f.write_str("ToolSchema(none)"),
         }
     }
@@ -135,14 +214,17 @@ impl PartialEq for ToolSchema {
         }
         if !self.is_parsed()
             && !other.is_parsed()
-            && let (Some(a), Some(b)) = (self.unparsed_text(), other.unparsed_text())
+            && let (Some(Ok(a)), Some(Ok(b))) = (self.unparsed_text(), other.unparsed_text())
             && a == b
         {
             return true;
         }
         match (self.get(), other.get()) {
             (Ok(a), Ok(b)) => a == b,
-            (Err(_), Err(_)) => self.unparsed_text() == other.unparsed_text(),
+            (Err(_), Err(_)) => match (self.unparsed_text(), other.unparsed_text()) {
+                (Some(Ok(a)), Some(Ok(b))) => a == b,
+                _ => false,
+            },
             _ => false,
         }
     }
@@ -152,7 +234,8 @@ impl Serialize for ToolSchema {
     /// The parsed object, or else the cached text exactly as it was read (a write-back copies it unchanged).
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         if let Some(text) = self.unparsed_text() {
-            let raw: &RawValue = serde_json::from_str(text).map_err(serde::ser::Error::custom)?;
+            let text = text.map_err(serde::ser::Error::custom)?;
+            let raw: &RawValue = serde_json::from_str(&text).map_err(serde::ser::Error::custom)?;
             return raw.serialize(serializer);
         }
         match self.0.parsed.get() {
@@ -163,8 +246,20 @@ impl Serialize for ToolSchema {
 }
 
 impl<'de> Deserialize<'de> for ToolSchema {
-    /// Parses eagerly; the metadata cache reads schemas lazily through its own path.
+    /// Parses eagerly, except inside [`with_source`] (the metadata cache), where the value's text is only
+    /// skipped over and its range kept.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        if reading() {
+            let raw = <&RawValue>::deserialize(deserializer)?;
+            return Ok(match range_in_reading(raw) {
+                Some(range) => ToolSchema::unparsed(range),
+                None => ToolSchema::unparsed(RawJson {
+                    source: Source::Text(Arc::new(raw.get().to_owned())),
+                    start: 0,
+                    len: u32::try_from(raw.get().len()).map_err(serde::de::Error::custom)?,
+                }),
+            });
+        }
         Arc::<JsonObject>::deserialize(deserializer).map(ToolSchema::parsed)
     }
 }
@@ -174,19 +269,16 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
-    fn lazy(buf: &Arc<String>, json: &str) -> ToolSchema {
-        let start = buf.find(json).unwrap();
-        ToolSchema::raw(RawJson {
-            buf: buf.clone(),
-            start,
-            end: start + json.len(),
-        })
+    #[derive(Deserialize)]
+    struct Two {
+        a: ToolSchema,
+        b: ToolSchema,
     }
 
-    #[test]
-    fn raw_schemas_parse_on_first_use_and_write_back_verbatim() {
-        let buf = Arc::new(r#"{"a":{"type":"object","properties":{"x":{"type":"string"}}},"b":[1]}"#.to_owned());
-        let a = lazy(&buf, r#"{"type":"object","properties":{"x":{"type":"string"}}}"#);
+    const TEXT: &str = r#"{"a":{"type":"object","properties":{"x":{"type":"string"}}},"b":[1]}"#;
+
+    fn check(two: Two) {
+        let Two { a, b } = two;
         assert!(!a.is_parsed());
         assert_eq!(
             serde_json::to_string(&a).unwrap(),
@@ -197,10 +289,7 @@ mod tests {
         assert_eq!(a.get().unwrap()["type"], "object");
         assert!(clone.is_parsed(), "clones share the parse");
         assert!(Arc::ptr_eq(a.get().unwrap(), clone.get().unwrap()));
-        let parsed = ToolSchema::parsed(a.get().unwrap().clone());
-        assert_eq!(parsed, a);
-
-        let b = lazy(&buf, "[1]");
+        assert_eq!(ToolSchema::parsed(a.get().unwrap().clone()), a);
         let err = b.get().unwrap_err().to_owned();
         assert!(err.contains("expected a map"), "{err}");
         assert_eq!(serde_json::to_string(&b).unwrap(), "[1]");
@@ -208,15 +297,35 @@ mod tests {
     }
 
     #[test]
-    fn raw_values_outside_the_buffer_are_copied() {
-        let buf = Arc::new(String::from("{}"));
-        let other: Box<RawValue> = serde_json::from_str(r#"{"type":"object"}"#).unwrap();
-        let raw = RawJson::within(&buf, &other);
-        assert!(!Arc::ptr_eq(&raw.buf, &buf));
-        assert_eq!(raw.text(), r#"{"type":"object"}"#);
-        let inner: &RawValue = serde_json::from_str(&buf).unwrap();
-        let raw = RawJson::within(&buf, inner);
-        assert!(Arc::ptr_eq(&raw.buf, &buf));
-        assert_eq!(raw.text(), "{}");
+    fn schemas_read_from_memory_parse_on_first_use_and_write_back_verbatim() {
+        let text = Arc::new(TEXT.to_owned());
+        let two: Two = with_source(Source::Text(text.clone()), &text, || serde_json::from_str(&text)).unwrap();
+        assert!(!reading(), "the source is cleared after reading");
+        check(two);
+    }
+
+    #[test]
+    fn schemas_read_from_a_file_are_read_back_from_it_even_after_the_path_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cache.json");
+        std::fs::write(&path, TEXT).unwrap();
+        let file = File::open(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let two: Two = with_source(Source::File(Arc::new(file)), &text, || serde_json::from_str(&text)).unwrap();
+        drop(text);
+        // An atomic replace (what `MetadataCache::update` does) leaves the open file as it was.
+        std::fs::write(dir.path().join("new.json"), "{}").unwrap();
+        std::fs::rename(dir.path().join("new.json"), &path).unwrap();
+        check(two);
+    }
+
+    #[test]
+    fn outside_a_source_schemas_parse_eagerly() {
+        let two: Two = serde_json::from_str(r#"{"a":{"type":"object"},"b":{}}"#).unwrap();
+        assert!(two.a.is_parsed() && two.b.is_parsed());
+        assert!(
+            serde_json::from_str::<Two>(TEXT).is_err(),
+            "a non-object schema fails an eager parse"
+        );
     }
 }

@@ -174,6 +174,8 @@ pub(crate) struct ServerArgs {
     pub cfg: ServerConfig,
     pub shared: Arc<Shared>,
     pub initial: Option<(Arc<ServerMetadata>, MetadataSource)>,
+    /// `identity_hash(cfg)` when the caller has it already (the runtime's start computes them all once).
+    pub hash: Option<String>,
 }
 
 pub(crate) struct ServerActorState {
@@ -1173,7 +1175,12 @@ impl Actor for ServerActor {
         _myself: ActorRef<ServerMsg>,
         args: ServerArgs,
     ) -> std::result::Result<ServerActorState, ActorProcessingErr> {
-        let ServerArgs { cfg, shared, initial } = args;
+        let ServerArgs {
+            cfg,
+            shared,
+            initial,
+            hash,
+        } = args;
         let no_approval = matches!(
             cfg.approve_tools.as_ref().unwrap_or(&shared.settings.approve_tools),
             pimcp_config::ApproveTools::Off
@@ -1189,7 +1196,7 @@ impl Actor for ServerActor {
             Availability::Available => None,
         };
         let st = ServerActorState {
-            hash: pimcp_config::identity_hash(&cfg),
+            hash: hash.unwrap_or_else(|| pimcp_config::identity_hash(&cfg)),
             backoff: ConnectBackoff::new(tuning.connect_backoff_min, tuning.connect_backoff_max),
             breaker: CrashLoopBreaker::new(
                 tuning.breaker_failures,

@@ -38,6 +38,8 @@ pub(crate) struct SupArgs {
     pub config: Arc<Config>,
     pub shared: Arc<Shared>,
     pub initial: BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)>,
+    /// Each server's `identity_hash`, computed once by the runtime's start.
+    pub hashes: HashMap<String, String>,
     pub catalog_tx: watch::Sender<Arc<Catalog>>,
 }
 
@@ -69,6 +71,7 @@ impl SupervisorActor {
         st: &mut SupState,
         server: &str,
         initial: Option<(Arc<ServerMetadata>, MetadataSource)>,
+        hash: Option<String>,
     ) -> Result<(), ActorProcessingErr> {
         let Some(cfg) = st.config.server(server).cloned() else {
             return Ok(());
@@ -77,6 +80,7 @@ impl SupervisorActor {
             cfg,
             shared: st.shared.clone(),
             initial,
+            hash,
         };
         let (actor, _join) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         st.children.insert(actor.get_id(), Child::Server(server.to_owned()));
@@ -163,7 +167,7 @@ impl SupervisorActor {
                 None
             };
             st.restarts.remove(&s.name);
-            if let Err(e) = Self::spawn_server(myself, st, &s.name, initial).await {
+            if let Err(e) = Self::spawn_server(myself, st, &s.name, initial, None).await {
                 tracing::error!(server = %s.name, error = %e, "could not start the server actor");
             }
         }
@@ -224,6 +228,7 @@ impl Actor for SupervisorActor {
             config,
             shared,
             initial,
+            mut hashes,
             catalog_tx,
         } = args;
         shared.set_known(initial.clone());
@@ -240,7 +245,8 @@ impl Actor for SupervisorActor {
         let names: Vec<String> = st.config.servers.iter().map(|s| s.name.clone()).collect();
         for name in names {
             let init = initial.get(&name).cloned();
-            Self::spawn_server(&myself, &mut st, &name, init).await?;
+            let hash = hashes.remove(&name);
+            Self::spawn_server(&myself, &mut st, &name, init, hash).await?;
         }
         let interval = st.shared.settings.health_interval;
         st.clock_timer = Some(myself.send_interval(interval, || SupMsg::ClockTick));
@@ -268,7 +274,7 @@ impl Actor for SupervisorActor {
                     };
                     (m.clone(), src)
                 });
-                if let Err(e) = Self::spawn_server(&myself, st, &server, initial).await {
+                if let Err(e) = Self::spawn_server(&myself, st, &server, initial, None).await {
                     tracing::error!(%server, error = %e, "could not respawn the server actor");
                 }
             }

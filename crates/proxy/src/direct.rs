@@ -74,7 +74,7 @@ pub fn definition(t: &CatalogTool) -> Tool {
     }
     let mut tool = Tool::new(
         t.name.clone(),
-        t.description.clone().unwrap_or_else(|| NO_DESCRIPTION.to_owned()),
+        t.description.as_deref().unwrap_or(NO_DESCRIPTION).to_owned(),
         Arc::new(schema),
     );
     tool.title = t.title.clone();

@@ -1065,7 +1065,12 @@ fn tool_doc(t: &CatalogTool, keywords: &[String], config: &Config) -> ToolDoc {
         name: t.name.clone(),
         original_name: t.original.clone(),
         server: t.server.clone(),
-        description: t.description.clone().or_else(|| t.title.clone()).unwrap_or_default(),
+        description: t
+            .description
+            .as_deref()
+            .map(str::to_owned)
+            .or_else(|| t.title.clone())
+            .unwrap_or_default(),
         keywords: keywords.to_vec(),
         // An unusable cached schema indexes as "no parameters"; `describe` reports it.
         input_schema: Value::Object(t.input_schema().map(|s| (*s).clone()).unwrap_or_default()),

@@ -38,6 +38,8 @@ async fn first_run_starts_nothing_then_first_call_connects_and_caches() {
     let catalog = rt.catalog();
     assert_eq!(catalog.server("fx").unwrap().source, Some(MetadataSource::Live));
     assert!(catalog.get("fx_read_readme").is_some() || catalog.tools().any(|t| t.name.starts_with("fx_read_")));
+    let live_schema = catalog.get("fx_echo").unwrap().input_schema().unwrap();
+    assert!(live_schema.contains_key("properties"), "{live_schema:?}");
 
     // The cache file is written (0600) with this server's entry.
     let cache = pimcp_actors::MetadataCache::in_agent_dir(&dir.path().join("agent"));
@@ -63,7 +65,12 @@ async fn first_run_starts_nothing_then_first_call_connects_and_caches() {
         matches!(source, Some(MetadataSource::Cache | MetadataSource::StaleCache)),
         "{source:?}"
     );
-    assert!(catalog.get("fx_echo").is_some());
+    // Its schemas stay unparsed until asked for, then equal what discovery returned.
+    let echo = catalog.get("fx_echo").unwrap();
+    assert!(!echo.input_schema.is_parsed(), "cached schemas are not parsed at start");
+    let described = rt.describe("fx_echo").await.unwrap();
+    assert_eq!(described.input_schema().unwrap(), live_schema);
+    assert!(echo.input_schema.is_parsed(), "the parse is shared with the catalog");
     assert!(rt.instructions("fx").is_some());
     assert_eq!(state_of(&rt, "fx"), ServerState::Cached);
     assert!(!pid_file.exists());
