@@ -716,7 +716,10 @@ pub async fn serve_stdio(
     let cancel = CancellationToken::new();
     let signals = ShutdownSignals::watch(options.shutdown.clone());
     let reloads = options.reload.clone().map(|reload| spawn_reload_watch(proxy, reload));
-    let serving = serve(server.clone(), crate::stdio::host_stdio(), cancel.clone());
+    let (stdin, stdout) = crate::stdio::host_stdio();
+    // pimcp's line transport: rmcp's framing, with `tools/call` requests decoded directly (see its docs).
+    let transport = pimcp_actors::transport::LineTransport::<RoleServer, _, _>::new(stdin, stdout);
+    let serving = serve(server.clone(), transport, cancel.clone());
     // Answers of drained calls are written by the service loop right after the handlers return.
     let settle = tokio::time::sleep(STDIO_SETTLE);
     let (served, immediate) =

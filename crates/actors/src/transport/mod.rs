@@ -9,6 +9,7 @@ mod cancel_on_close;
 mod error;
 mod handshake;
 mod http;
+mod lines;
 mod probe;
 mod resume;
 mod secrets;
@@ -27,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 pub use error::ConnectError;
+pub use lines::{FastDecode, LineTransport, MAX_LINE_LENGTH, Skip};
 pub use probe::{ProbeFinding, probe_endpoint};
 pub use resume::SessionResume;
 

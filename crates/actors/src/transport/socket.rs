@@ -47,7 +47,11 @@ pub(super) async fn connect<H: ClientHandler>(
         deadline,
         &spec.cancel,
         handler.serve_with_lifecycle(
-            crate::trace::traced((read, write), spec.trace.as_ref(), TransportKind::UnixSocket),
+            crate::trace::traced(
+                super::LineTransport::<rmcp::RoleClient, _, _>::new(read, write),
+                spec.trace.as_ref(),
+                TransportKind::UnixSocket,
+            ),
             lifecycle,
         ),
     )

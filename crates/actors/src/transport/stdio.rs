@@ -179,7 +179,7 @@ async fn attempt<H: ClientHandler>(
 
     // Outside the trace, so the cancellations sent at close are traced too.
     let transport = CancelOnClose::new(crate::trace::traced(
-        (spawned.stdout, spawned.stdin),
+        super::LineTransport::<rmcp::RoleClient, _, _>::new(spawned.stdout, spawned.stdin),
         spec.trace.as_ref(),
         TransportKind::Stdio,
     ));

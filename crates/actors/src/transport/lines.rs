@@ -1,0 +1,623 @@
+//! Newline-delimited JSON-RPC over a byte stream (a child's stdio, a Unix socket, `pimcp-run`'s own stdio), with a
+//! fast decode for the one message kind every proxied call carries in each direction.
+//!
+//! rmcp's stream transport decodes every line through `JsonRpcMessage`'s untagged unions: a `tools/call` request
+//! from a host fails its way through twenty request types before it reaches `CallToolRequest`, and an upstream's
+//! `tools/call` result through fifteen result types (each failure formats an error message), after buffering the
+//! whole line into serde's `Content` tree. Measured on `pimcp-run`, that decode was the largest single item of the
+//! CPU a proxied call costs. This transport decodes a `tools/call` request (server role) and a plain tool result
+//! (client role) straight into their types, and every other line exactly as rmcp does, through the same
+//! `JsonRpcMessage` deserializer. The fast path only takes lines whose shape leaves rmcp's unions no other choice;
+//! `tests` compare both decodes on every shape the fast path accepts.
+//!
+//! Framing follows rmcp's stream transport: lines up to 16 MiB (longer ones are discarded with an error log),
+//! `\r\n` accepted, a UTF-8 BOM ignored, blank lines skipped, unparsable lines ignored, and a line that parses as
+//! JSON but is not a valid message answered with an `Invalid request` error. A notification this side cannot decode
+//! is ignored (rmcp ignores the non-standard ones and answers the others with that error, which JSON-RPC forbids for
+//! notifications). Writes are one serialized message plus `\n` under a lock, flushed; `close` drops the writer, which
+//! closes the pipe or socket.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequest, CallToolResult, ClientRequest, ErrorData, JsonRpcMessage, JsonRpcRequest, JsonRpcResponse,
+    ServerResult,
+};
+use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::{RoleClient, RoleServer};
+use serde::de::{IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
+
+/// The longest line read, as in rmcp's stream transport.
+pub const MAX_LINE_LENGTH: usize = 16 * 1024 * 1024;
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// A role whose most frequent incoming message has a direct decode. `None` means "decode it the general way".
+pub trait FastDecode: ServiceRole {
+    fn fast_decode(line: &[u8]) -> Option<RxJsonRpcMessage<Self>>;
+}
+
+/// See the module docs. Build with [`LineTransport::new`] from a reader and a writer.
+pub struct LineTransport<Role, R, W> {
+    read: BufReader<R>,
+    line: Vec<u8>,
+    discarding: bool,
+    write: Arc<tokio::sync::Mutex<Option<W>>>,
+    /// A line parsed as JSON but was not a valid message: answer `Invalid request` before reading on.
+    owe_error: bool,
+    _role: PhantomData<fn() -> Role>,
+}
+
+impl<Role, R, W> std::fmt::Debug for LineTransport<Role, R, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LineTransport").finish_non_exhaustive()
+    }
+}
+
+impl<Role, R, W> LineTransport<Role, R, W>
+where
+    Role: ServiceRole,
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    pub fn new(read: R, write: W) -> Self {
+        LineTransport {
+            read: BufReader::new(read),
+            line: Vec::new(),
+            discarding: false,
+            write: Arc::new(tokio::sync::Mutex::new(Some(write))),
+            owe_error: false,
+            _role: PhantomData,
+        }
+    }
+
+    /// Fills `self.line` with the next line (without `\n`). `Ok(false)` at end of stream.
+    async fn next_line(&mut self) -> std::io::Result<bool> {
+        self.line.clear();
+        loop {
+            let available = self.read.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(false);
+            }
+            let newline = available.iter().position(|b| *b == b'\n');
+            let take = newline.map_or(available.len(), |i| i + 1);
+            if self.discarding {
+                self.discarding = newline.is_none();
+            } else if self.line.len().saturating_add(take) > MAX_LINE_LENGTH {
+                tracing::error!(
+                    max_line_length = MAX_LINE_LENGTH,
+                    "incoming message exceeded the maximum line length, discarding it"
+                );
+                self.line.clear();
+                self.discarding = newline.is_none();
+            } else {
+                self.line.extend_from_slice(&available[..take]);
+                if newline.is_some() {
+                    self.read.consume(take);
+                    self.line.pop();
+                    if self.line.last() == Some(&b'\r') {
+                        self.line.pop();
+                    }
+                    return Ok(true);
+                }
+            }
+            self.read.consume(take);
+        }
+    }
+
+    async fn send_owed_error(&mut self) -> std::io::Result<()> {
+        let message = TxJsonRpcMessage::<Role>::error(ErrorData::invalid_request("Invalid request", None), None);
+        write_message(&self.write, &message).await
+    }
+}
+
+impl<Role: ServiceRole> LineTransport<Role, (), ()> {
+    /// Decodes one line (no `\n`) the way [`Transport::receive`] does. `Err` carries why a line is skipped, and
+    /// whether it is owed an `Invalid request` answer.
+    pub fn decode(line: &[u8]) -> Result<RxJsonRpcMessage<Role>, Skip>
+    where
+        Role: FastDecode,
+    {
+        let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
+        if let Some(message) = Role::fast_decode(line) {
+            return Ok(message);
+        }
+        decode_general::<Role>(line)
+    }
+}
+
+/// Why a line produced no message.
+#[derive(Debug)]
+pub enum Skip {
+    /// Not JSON (or cut short): ignored.
+    Unparsable(serde_json::Error),
+    /// A notification this side does not know: ignored.
+    UnknownNotification(serde_json::Error),
+    /// JSON, but not a valid message: answered with `Invalid request`.
+    Invalid(serde_json::Error),
+}
+
+fn decode_general<Role: ServiceRole>(line: &[u8]) -> Result<RxJsonRpcMessage<Role>, Skip> {
+    let e = match serde_json::from_slice::<RxJsonRpcMessage<Role>>(line) {
+        Ok(message) => return Ok(message),
+        Err(e) => e,
+    };
+    match e.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => Err(Skip::Unparsable(e)),
+        serde_json::error::Category::Data | serde_json::error::Category::Io => {
+            let shape = serde_json::from_slice::<Shape<'_>>(line).ok();
+            if shape.is_some_and(|s| s.method.is_some() && !s.id) {
+                Err(Skip::UnknownNotification(e))
+            } else {
+                Err(Skip::Invalid(e))
+            }
+        }
+    }
+}
+
+async fn write_message<M: serde::Serialize, W: AsyncWrite + Unpin>(
+    write: &tokio::sync::Mutex<Option<W>>,
+    message: &M,
+) -> std::io::Result<()> {
+    let mut buf = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+    buf.push(b'\n');
+    let mut guard = write.lock().await;
+    let w = guard
+        .as_mut()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotConnected, "Transport is closed"))?;
+    w.write_all(&buf).await?;
+    w.flush().await
+}
+
+impl<Role, R, W> Transport<Role> for LineTransport<Role, R, W>
+where
+    Role: FastDecode,
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    type Error = std::io::Error;
+
+    fn name() -> Cow<'static, str> {
+        "LineTransport".into()
+    }
+
+    fn send(&mut self, item: TxJsonRpcMessage<Role>) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let write = self.write.clone();
+        async move { write_message(&write, &item).await }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<Role>> {
+        loop {
+            if self.owe_error {
+                self.owe_error = false;
+                if self.send_owed_error().await.is_err() {
+                    return None;
+                }
+            }
+            match self.next_line().await {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => {
+                    tracing::error!(error = %e, "error reading from stream");
+                    return None;
+                }
+            }
+            if self.line.is_empty() {
+                continue;
+            }
+            match LineTransport::<Role, (), ()>::decode(&self.line) {
+                Ok(message) => return Some(message),
+                Err(Skip::Unparsable(e)) => tracing::debug!(error = %e, "ignoring unparsable incoming message"),
+                Err(Skip::UnknownNotification(e)) => tracing::debug!(error = %e, "ignoring unknown notification"),
+                Err(Skip::Invalid(e)) => {
+                    tracing::debug!(error = %e, "protocol error on incoming message");
+                    self.owe_error = true;
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        drop(self.write.lock().await.take());
+        Ok(())
+    }
+}
+
+/// The keys rmcp classifies a message by (presence, whatever the value), and `method` when it is a string.
+struct Shape<'a> {
+    method: Option<String>,
+    id: bool,
+    result: Option<&'a RawValue>,
+    /// `result` is present (also when `null`).
+    has_result: bool,
+    error: bool,
+}
+
+/// An object key, told apart without allocating.
+enum Key {
+    Method,
+    Id,
+    Result,
+    Error,
+    Content,
+    /// `structuredContent`, `isError`, `_meta`, `resultType`: the other keys of a tool result.
+    ToolResult,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<Key, E> {
+                Ok(match key {
+                    "method" => Key::Method,
+                    "id" => Key::Id,
+                    "result" => Key::Result,
+                    "error" => Key::Error,
+                    "content" => Key::Content,
+                    "structuredContent" | "isError" | "_meta" | "resultType" => Key::ToolResult,
+                    _ => Key::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(V)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Shape<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Shape<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON-RPC message")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape<'de>, A::Error> {
+                let mut shape = Shape {
+                    method: None,
+                    id: false,
+                    result: None,
+                    has_result: false,
+                    error: false,
+                };
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::Method => {
+                            // Present but not a string: still a `method` key for the classification.
+                            let raw: &RawValue = map.next_value()?;
+                            shape.method = Some(serde_json::from_str::<String>(raw.get()).unwrap_or_default());
+                        }
+                        Key::Id => {
+                            shape.id = true;
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                        Key::Result => {
+                            shape.has_result = true;
+                            shape.result = Some(map.next_value()?);
+                        }
+                        Key::Error => {
+                            shape.error = true;
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                        Key::Content | Key::ToolResult | Key::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(shape)
+            }
+        }
+        deserializer.deserialize_map(V)
+    }
+}
+
+/// True when `raw` is an object whose keys are all tool-result keys (`content`, `structuredContent`, `isError`,
+/// `_meta`, `resultType`), `content` among them: no result type before `CallToolResult` in rmcp's `ServerResult`
+/// union accepts such an object (each needs a key outside this set).
+fn is_plain_tool_result(raw: &RawValue) -> bool {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = bool;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+            let mut content = false;
+            let mut plain = true;
+            while let Some(key) = map.next_key::<Key>()? {
+                match key {
+                    Key::Content => content = true,
+                    Key::ToolResult => {}
+                    _ => plain = false,
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(plain && content)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(raw.get());
+    serde::Deserializer::deserialize_map(&mut de, V).unwrap_or(false)
+}
+
+impl FastDecode for RoleClient {
+    /// A response whose result is a plain tool result (`content`, optionally `structuredContent`, `isError`,
+    /// `_meta`, `resultType`).
+    fn fast_decode(line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let shape = serde_json::from_slice::<Shape<'_>>(line).ok()?;
+        if shape.method.is_some() || shape.error || !shape.has_result || !is_plain_tool_result(shape.result?) {
+            return None;
+        }
+        let response = serde_json::from_slice::<JsonRpcResponse<CallToolResult>>(line).ok()?;
+        Some(JsonRpcMessage::Response(JsonRpcResponse {
+            jsonrpc: response.jsonrpc,
+            id: response.id,
+            result: ServerResult::CallToolResult(response.result),
+        }))
+    }
+}
+
+impl FastDecode for RoleServer {
+    /// A `tools/call` request: no other request type in rmcp's `ClientRequest` union accepts that method.
+    fn fast_decode(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let shape = serde_json::from_slice::<Shape<'_>>(line).ok()?;
+        if shape.method.as_deref() != Some("tools/call") || !shape.id || shape.has_result || shape.error {
+            return None;
+        }
+        let request = serde_json::from_slice::<JsonRpcRequest<CallToolRequest>>(line).ok()?;
+        Some(JsonRpcMessage::Request(JsonRpcRequest {
+            jsonrpc: request.jsonrpc,
+            id: request.id,
+            request: ClientRequest::CallToolRequest(request.request),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+    use tokio::io::AsyncReadExt as _;
+
+    /// rmcp's own decode of a line, as its `Debug` text (the message types have no `PartialEq`; `Debug` shows every
+    /// field, `None` and `Some(Null)` apart).
+    fn general<Role: ServiceRole>(line: &str) -> Option<String> {
+        serde_json::from_str::<RxJsonRpcMessage<Role>>(line.strip_prefix('\u{feff}').unwrap_or(line))
+            .ok()
+            .map(|m| format!("{m:?}"))
+    }
+
+    fn debug<T: std::fmt::Debug>(v: Option<T>) -> Option<String> {
+        v.map(|v| format!("{v:?}"))
+    }
+
+    /// Tool results in every shape the fast path accepts, and near misses it must leave to the general decode.
+    fn tool_results() -> Vec<String> {
+        let contents = [
+            r#"[]"#,
+            r#"[{"type":"text","text":"hi"}]"#,
+            r#"[{"type":"text","text":"é \"quoted\" \u00e9","annotations":{"audience":["user"],"priority":0.5}}]"#,
+            r#"[{"type":"image","data":"aGk=","mimeType":"image/png"}]"#,
+            r#"[{"type":"audio","data":"aGk=","mimeType":"audio/wav"}]"#,
+            r#"[{"type":"resource","resource":{"uri":"file:///a","text":"x"}}]"#,
+            r#"[{"type":"resource_link","uri":"file:///a","name":"a"}]"#,
+            r#"[{"type":"text","text":"a","_meta":{"k":1}},{"type":"text","text":"b"}]"#,
+            r#"[{"type":"unknown-kind","x":1}]"#,
+            r#"{"not":"a list"}"#,
+        ];
+        let extras = [
+            "",
+            r#","isError":true"#,
+            r#","isError":false"#,
+            r#","isError":"yes""#,
+            r#","structuredContent":{"a":[1,2]}"#,
+            r#","structuredContent":null"#,
+            r#","_meta":{"progressToken":3}"#,
+            r#","_meta":null"#,
+            r#","resultType":"complete""#,
+            r#","resultType":"input_required""#,
+            r#","resultType":"task""#,
+            r#","structuredContent":{"x":1},"isError":true,"_meta":{"a":"b"},"resultType":"complete""#,
+            // Not plain: left to the general decode.
+            r#","tools":[]"#,
+            r#","nextCursor":"c""#,
+            r#","task":{"taskId":"t"}"#,
+        ];
+        let mut lines = Vec::new();
+        for c in contents {
+            for x in extras {
+                for id in ["1", r#""abc""#] {
+                    lines.push(format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":{c}{x}}}}}"#
+                    ));
+                }
+            }
+        }
+        lines.extend([
+            r#"{"jsonrpc":"2.0","result":{"content":[]}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]},"error":{"code":1,"message":"m"}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]},"method":"x"}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_string(),
+            r#"{"jsonrpc":"1.0","id":1,"result":{"content":[]}}"#.to_string(),
+            r#"{"id":1,"result":{"content":[]}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]},"extra":true}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"result":{"content":[]}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"content":[]}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":4,"method":"roots/list"}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"nope"}}"#.to_string(),
+            "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}".to_string(),
+        ]);
+        lines
+    }
+
+    fn tool_calls() -> Vec<String> {
+        let params = [
+            r#"{"name":"echo"}"#,
+            r#"{"name":"echo","arguments":{"text":"hi"}}"#,
+            r#"{"name":"mcp","arguments":{"tool":"x_echo","args":"{\"text\":\"hi\"}"}}"#,
+            r#"{"name":"echo","arguments":{"text":"hi"},"_meta":{"progressToken":"p1"}}"#,
+            r#"{"name":"echo","arguments":{},"_meta":{"progressToken":7,"other":{"a":1}}}"#,
+            r#"{"name":"echo","arguments":null}"#,
+            r#"{"name":"echo","arguments":[1]}"#,
+            r#"{"name":"echo","task":{"ttl":1000}}"#,
+            r#"{"arguments":{}}"#,
+            r#"{"name":5}"#,
+            r#"[]"#,
+            r#"null"#,
+        ];
+        let mut lines = Vec::new();
+        for p in params {
+            for id in ["1", r#""r-1""#, "null"] {
+                lines.push(format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{p}}}"#
+                ));
+            }
+            lines.push(format!(r#"{{"jsonrpc":"2.0","method":"tools/call","params":{p}}}"#));
+        }
+        lines.extend([
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"},"result":{}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"},"extra":1}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call","params":{"name":"a"}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_string(),
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":2,"result":{}}"#.to_string(),
+        ]);
+        lines
+    }
+
+    /// Every line decodes to exactly what rmcp's own decode gives (or fails where it fails), and the fast path is
+    /// taken for the plain shapes.
+    #[test]
+    fn fast_decode_agrees_with_rmcp() {
+        let mut fast = 0;
+        for line in tool_results() {
+            let ours = debug(LineTransport::<RoleClient, (), ()>::decode(line.as_bytes()).ok());
+            assert_eq!(ours, general::<RoleClient>(&line), "client line {line}");
+            let stripped = line.strip_prefix('\u{feff}').unwrap_or(&line);
+            if let Some(m) = RoleClient::fast_decode(stripped.as_bytes()) {
+                fast += 1;
+                assert_eq!(debug(Some(m)), general::<RoleClient>(&line), "fast client line {line}");
+            }
+        }
+        assert!(fast >= 100, "the fast path took only {fast} tool results");
+        let mut fast = 0;
+        for line in tool_calls() {
+            let ours = debug(LineTransport::<RoleServer, (), ()>::decode(line.as_bytes()).ok());
+            assert_eq!(ours, general::<RoleServer>(&line), "server line {line}");
+            if let Some(m) = RoleServer::fast_decode(line.as_bytes()) {
+                fast += 1;
+                assert_eq!(debug(Some(m)), general::<RoleServer>(&line), "fast server line {line}");
+            }
+        }
+        assert!(fast >= 15, "the fast path took only {fast} tool calls");
+    }
+
+    #[test]
+    fn a_plain_echo_result_takes_the_fast_path() {
+        let line = br#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"hi"}],"isError":false}}"#;
+        assert!(RoleClient::fast_decode(line).is_some());
+        let line = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mcp","arguments":{}}}"#;
+        assert!(RoleServer::fast_decode(line).is_some());
+        // A tools/list result is not a tool result.
+        let line = br#"{"jsonrpc":"2.0","id":3,"result":{"tools":[]}}"#;
+        assert!(RoleClient::fast_decode(line).is_none());
+    }
+
+    #[test]
+    fn skipped_lines_say_why() {
+        type C = LineTransport<RoleClient, (), ()>;
+        assert!(matches!(C::decode(b"{not json"), Err(Skip::Unparsable(_))));
+        assert!(matches!(
+            C::decode(br#"{"jsonrpc":"2.0","id":1}"#),
+            Err(Skip::Invalid(_))
+        ));
+        assert!(matches!(
+            C::decode(br#"{"jsonrpc":"2.0","method":"x/unknown","params":5}"#),
+            Err(Skip::UnknownNotification(_)) | Ok(_)
+        ));
+    }
+
+    /// Over a real pipe pair: messages both ways, CRLF and blank lines, garbage ignored, an invalid message answered
+    /// with `Invalid request`, an oversized line discarded, end of stream, and `close` closing the write side.
+    #[tokio::test]
+    async fn frames_like_rmcp_over_a_pipe() {
+        // One stream per direction, as a child's stdin and stdout are.
+        let (r, mut their_w) = tokio::io::duplex(64 * 1024);
+        let (mut their_r, w) = tokio::io::duplex(64 * 1024);
+        let mut t = LineTransport::<RoleClient, _, _>::new(r, w);
+
+        let request = ClientJsonRpcMessage::request(
+            ClientRequest::PingRequest(rmcp::model::PingRequest::default()),
+            rmcp::model::RequestId::Number(9),
+        );
+        Transport::<RoleClient>::send(&mut t, request.clone()).await.unwrap();
+        let mut buf = vec![0u8; 4096];
+        let n = their_r.read(&mut buf).await.unwrap();
+        let written = std::str::from_utf8(&buf[..n]).unwrap();
+        assert!(written.ends_with('\n'), "{written:?}");
+        assert_eq!(written.matches('\n').count(), 1);
+        let back: ClientJsonRpcMessage = serde_json::from_str(written.trim_end()).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{request:?}"));
+
+        their_w
+            .write_all(b"\r\n\ngarbage\n{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[]}}\r\n")
+            .await
+            .unwrap();
+        let got = t.receive().await.unwrap();
+        let expected: ServerJsonRpcMessage =
+            serde_json::from_str(r#"{"jsonrpc":"2.0","id":5,"result":{"content":[]}}"#).unwrap();
+        assert_eq!(format!("{got:?}"), format!("{expected:?}"));
+
+        // Valid JSON, not a message: answered, then the next message comes through.
+        their_w
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":6}\n{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n")
+            .await
+            .unwrap();
+        let got = t.receive().await.unwrap();
+        assert!(matches!(got, JsonRpcMessage::Response(ref r) if r.id == rmcp::model::RequestId::Number(7)));
+        let n = their_r.read(&mut buf).await.unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(&buf[..n]).unwrap();
+        assert_eq!(answer["error"]["message"], "Invalid request", "{answer}");
+
+        // An oversized line is dropped whole; the one after it is read.
+        let big = vec![b'x'; MAX_LINE_LENGTH + 10];
+        let writer = tokio::spawn(async move {
+            their_w.write_all(&big).await.unwrap();
+            their_w
+                .write_all(b"\n{\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{\"content\":[]}}\n")
+                .await
+                .unwrap();
+            their_w
+        });
+        let got = t.receive().await.unwrap();
+        assert!(matches!(got, JsonRpcMessage::Response(ref r) if r.id == rmcp::model::RequestId::Number(8)));
+        let their_w = writer.await.unwrap();
+
+        // close() drops our write half: the other side reads end of stream.
+        Transport::<RoleClient>::close(&mut t).await.unwrap();
+        let n = their_r.read(&mut buf).await.unwrap();
+        assert_eq!(n, 0);
+        let err = Transport::<RoleClient>::send(&mut t, request).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotConnected);
+
+        drop(their_w);
+        assert!(t.receive().await.is_none());
+    }
+}
