@@ -136,8 +136,10 @@ impl Serialize for CacheEntry {
 impl<'de> Deserialize<'de> for CacheEntry {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
         let mut e = EntryIn::deserialize(deserializer)?;
-        // serde grows the list by doubling; the entry lives as long as the runtime.
+        // serde grows the lists by doubling; the entry lives as long as the runtime.
         e.tools.shrink_to_fit();
+        e.resources.shrink_to_fit();
+        e.prompts.shrink_to_fit();
         Ok(CacheEntry {
             config_hash: e.config_hash,
             metadata: Arc::new(ServerMetadata {

@@ -22,16 +22,17 @@ use crate::schema::ToolSchema;
 #[serde(rename_all = "camelCase")]
 pub struct ToolInfo {
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "shared_str")]
+    pub title: Option<Arc<str>>,
     /// Shared with the catalog's [`CatalogTool`]s (descriptions are most of a cached tool's text besides schemas).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "shared_str")]
     pub description: Option<Arc<str>>,
     pub input_schema: ToolSchema,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<ToolSchema>,
+    /// Shared with the catalog's [`CatalogTool`]s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<ToolAnnotations>,
+    pub annotations: Option<Arc<ToolAnnotations>>,
     /// Boxed, like `meta`: rare, and thousands of cached tools would each carry the empty slots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub icons: Option<Box<[Icon]>>,
@@ -39,15 +40,39 @@ pub struct ToolInfo {
     pub meta: Option<Box<MetaObject>>,
 }
 
+/// `Option<Arc<str>>` in one allocation (serde's own impl builds a `String` first and copies it).
+fn shared_str<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Option<Arc<str>>, D::Error> {
+    struct V;
+    impl<'v> serde::de::Visitor<'v> for V {
+        type Value = Option<Arc<str>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a string or null")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Self::Value, E> {
+            Ok(Some(Arc::from(v)))
+        }
+        fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'v>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+    deserializer.deserialize_option(V)
+}
+
 impl From<Tool> for ToolInfo {
     fn from(t: Tool) -> ToolInfo {
         ToolInfo {
             name: t.name.into_owned(),
-            title: t.title,
+            title: t.title.map(Arc::from),
             description: t.description.map(|d| Arc::from(d.as_ref())),
             input_schema: ToolSchema::parsed(t.input_schema),
             output_schema: t.output_schema.map(ToolSchema::parsed),
-            annotations: t.annotations,
+            annotations: t.annotations.map(Arc::new),
             icons: t.icons.map(Vec::into_boxed_slice),
             meta: t.meta.map(Box::new),
         }
@@ -100,8 +125,9 @@ pub struct CatalogTool {
     /// The upstream name (for resource tools: `read_<resource name>`).
     pub original: String,
     pub server: String,
+    /// The tool's `title`, else its annotations' title.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
+    pub title: Option<Arc<str>>,
     /// Shared with the server's [`ToolInfo`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<Arc<str>>,
@@ -109,8 +135,9 @@ pub struct CatalogTool {
     pub input_schema: ToolSchema,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<ToolSchema>,
+    /// Shared with the server's [`ToolInfo`].
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<ToolAnnotations>,
+    pub annotations: Option<Arc<ToolAnnotations>>,
     /// `Some(uri)` for a resource exposed as a tool: calling it reads the resource.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resource_uri: Option<String>,
@@ -266,7 +293,7 @@ impl Catalog {
                         title: t
                             .title
                             .clone()
-                            .or_else(|| t.annotations.as_ref().and_then(|a| a.title.clone())),
+                            .or_else(|| t.annotations.as_ref().and_then(|a| a.title.as_deref()).map(Arc::from)),
                         description: t.description.clone(),
                         input_schema: t.input_schema.clone(),
                         output_schema: t.output_schema.clone(),
@@ -284,7 +311,7 @@ impl Catalog {
                             name: with_prefix(&original, &prefix),
                             original,
                             server: cfg.name.clone(),
-                            title: r.title.clone(),
+                            title: r.title.as_deref().map(Arc::from),
                             description: Some(match &r.description {
                                 Some(d) => Arc::from(d.as_str()),
                                 None => Arc::from(format!("Read resource: {}", r.uri)),

@@ -20,7 +20,7 @@ pub struct ToolSchema(Arc<Cell>);
 struct Cell {
     raw: Option<RawJson>,
     /// The object, or why the raw text is not one (valid JSON that is not an object, or the file is unreadable).
-    parsed: OnceLock<std::result::Result<Arc<JsonObject>, String>>,
+    parsed: OnceLock<std::result::Result<Arc<JsonObject>, Box<str>>>,
 }
 
 /// Where the text of unparsed schemas lives.
@@ -36,21 +36,21 @@ pub(crate) enum Source {
 #[derive(Clone)]
 struct RawJson {
     source: Source,
-    start: u64,
+    start: u32,
     len: u32,
 }
 
 impl RawJson {
     fn text(&self) -> std::result::Result<Cow<'_, str>, String> {
         match &self.source {
-            Source::Text(text) => usize::try_from(self.start)
-                .ok()
-                .and_then(|s| text.get(s..s.checked_add(self.len as usize)?))
+            Source::Text(text) => (self.start as usize)
+                .checked_add(self.len as usize)
+                .and_then(|end| text.get(self.start as usize..end))
                 .map(Cow::Borrowed)
                 .ok_or_else(|| "schema range outside the cached text".to_owned()),
             Source::File(file) => {
                 let mut buf = vec![0; self.len as usize];
-                read_exact_at(file, &mut buf, self.start)
+                read_exact_at(file, &mut buf, u64::from(self.start))
                     .map_err(|e| format!("reading the metadata cache file: {e}"))?;
                 String::from_utf8(buf)
                     .map(Cow::Owned)
@@ -122,7 +122,7 @@ fn range_in_reading(raw: &RawValue) -> Option<RawJson> {
         }
         Some(RawJson {
             source: reading.source.clone(),
-            start: u64::try_from(start).ok()?,
+            start: u32::try_from(start).ok()?,
             len: u32::try_from(text.len()).ok()?,
         })
     })
@@ -154,15 +154,15 @@ impl ToolSchema {
             .parsed
             .get_or_init(|| match &self.0.raw {
                 Some(raw) => {
-                    let text = raw.text()?;
+                    let text = raw.text().map_err(String::into_boxed_str)?;
                     serde_json::from_str::<JsonObject>(&text)
                         .map(Arc::new)
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| e.to_string().into_boxed_str())
                 }
-                None => Err("no schema".to_owned()),
+                None => Err("no schema".into()),
             })
             .as_ref()
-            .map_err(String::as_str)
+            .map_err(|e| &**e)
     }
 
     /// Whether the schema has been parsed (or came parsed): false until the first [`ToolSchema::get`] of a

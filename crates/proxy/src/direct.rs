@@ -77,7 +77,7 @@ pub fn definition(t: &CatalogTool) -> Tool {
         t.description.as_deref().unwrap_or(NO_DESCRIPTION).to_owned(),
         Arc::new(schema),
     );
-    tool.title = t.title.clone();
-    tool.annotations = t.annotations.clone();
+    tool.title = t.title.as_deref().map(str::to_owned);
+    tool.annotations = t.annotations.as_deref().cloned();
     tool
 }

@@ -543,7 +543,7 @@ impl Proxy {
                 &keywords_for(config.server(&resolved.server), &config, &resolved),
                 &config,
             ),
-            title: resolved.title.clone(),
+            title: resolved.title.as_deref().map(str::to_owned),
             output_schema: output_schema.map(|s| Value::Object((*s).clone())),
             resource_uri: resolved.resource_uri.clone(),
         })
@@ -1069,7 +1069,7 @@ fn tool_doc(t: &CatalogTool, keywords: &[String], config: &Config) -> ToolDoc {
             .description
             .as_deref()
             .map(str::to_owned)
-            .or_else(|| t.title.clone())
+            .or_else(|| t.title.as_deref().map(str::to_owned))
             .unwrap_or_default(),
         keywords: keywords.to_vec(),
         // An unusable cached schema indexes as "no parameters"; `describe` reports it.
