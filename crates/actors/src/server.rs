@@ -1378,33 +1378,50 @@ fn apply_discovery(meta: &mut ServerMetadata, d: Discovery) {
     }
 }
 
-/// Lists tools (all pages; failure fails), and resources/prompts when advertised (failure tolerated).
+/// Lists tools (all pages; failure fails), and resources/prompts when advertised (failure tolerated). The three
+/// lists are independent, so they are requested at once: a first call waits for the slowest list, not for the sum
+/// of three round trips.
 async fn discover(
     peer: &Peer<RoleClient>,
     caps: &rmcp::model::ServerCapabilities,
     kinds: &[ListKind],
 ) -> std::result::Result<Discovery, String> {
-    let mut d = Discovery::default();
-    if kinds.contains(&ListKind::Tools) {
+    let tools = async {
+        if !kinds.contains(&ListKind::Tools) {
+            return Ok::<_, String>(None);
+        }
         let merged = peer
             .list_all_tools_with_cache_hint()
             .await
             .map_err(|e| format!("tools/list failed: {e}"))?;
-        d.tools = Some((merged.items, merged.ttl_ms));
-    }
-    if kinds.contains(&ListKind::Resources) && caps.resources.is_some() {
-        match peer.list_all_resources().await {
-            Ok(r) => d.resources = Some(r),
-            Err(e) => tracing::info!(error = %e, "resources/list failed (tolerated)"),
+        Ok(Some((merged.items, merged.ttl_ms)))
+    };
+    let resources = async {
+        if !kinds.contains(&ListKind::Resources) || caps.resources.is_none() {
+            return None;
         }
-    }
-    if kinds.contains(&ListKind::Prompts) && caps.prompts.is_some() {
-        match peer.list_all_prompts().await {
-            Ok(p) => d.prompts = Some(p),
-            Err(e) => tracing::info!(error = %e, "prompts/list failed (tolerated)"),
+        peer.list_all_resources()
+            .await
+            .inspect_err(|e| tracing::info!(error = %e, "resources/list failed (tolerated)"))
+            .ok()
+    };
+    let prompts = async {
+        if !kinds.contains(&ListKind::Prompts) || caps.prompts.is_none() {
+            return None;
         }
-    }
-    Ok(d)
+        peer.list_all_prompts()
+            .await
+            .inspect_err(|e| tracing::info!(error = %e, "prompts/list failed (tolerated)"))
+            .ok()
+    };
+    // A failed tools/list fails discovery at once; the other lists still in flight are dropped.
+    let (tools, resources, prompts) =
+        tokio::try_join!(tools, async { Ok(resources.await) }, async { Ok(prompts.await) })?;
+    Ok(Discovery {
+        tools,
+        resources,
+        prompts,
+    })
 }
 
 /// [`connect_and_discover`] for any server; an HTTP server that may use OAuth first gets its token and renewal
