@@ -138,14 +138,12 @@ impl<'de> Deserialize<'de> for CacheEntry {
         let mut e = EntryIn::deserialize(deserializer)?;
         // serde grows the lists by doubling; the entry lives as long as the runtime.
         e.tools.shrink_to_fit();
-        e.resources.shrink_to_fit();
-        e.prompts.shrink_to_fit();
         Ok(CacheEntry {
             config_hash: e.config_hash,
             metadata: Arc::new(ServerMetadata {
                 tools: e.tools,
-                resources: e.resources,
-                prompts: e.prompts,
+                resources: e.resources.into(),
+                prompts: e.prompts.into(),
                 instructions: e.instructions,
                 protocol_version: e.protocol_version,
                 era: e.era,

@@ -86,9 +86,9 @@ pub struct ServerMetadata {
     #[serde(default)]
     pub tools: Vec<ToolInfo>,
     #[serde(default)]
-    pub resources: Vec<Resource>,
+    pub resources: Arc<[Resource]>,
     #[serde(default)]
-    pub prompts: Vec<Prompt>,
+    pub prompts: Arc<[Prompt]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
     /// The negotiated protocol version (`2025-11-25`, `2026-07-28`, …).
@@ -196,8 +196,8 @@ pub struct ServerCatalog {
     /// Whether the server may start (not disabled, untrusted or misconfigured).
     pub available: bool,
     pub tools: Vec<Arc<CatalogTool>>,
-    pub resources: Vec<Resource>,
-    pub prompts: Vec<Prompt>,
+    pub resources: Arc<[Resource]>,
+    pub prompts: Arc<[Prompt]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -302,7 +302,7 @@ impl Catalog {
                     }));
                 }
                 if cfg.expose_resources {
-                    for r in &meta.resources {
+                    for r in meta.resources.iter() {
                         let original = resource_tool_name(&r.name);
                         if !allows(&original) {
                             continue;
@@ -686,7 +686,7 @@ pub(crate) mod tests {
         let mut s = server("docs");
         s.exclude_tools = vec!["*secret*".into()];
         let mut m = meta(&["search", "secret_tool"]);
-        m.resources = vec![Resource::new("file:///README.md", "README.md")];
+        m.resources = vec![Resource::new("file:///README.md", "README.md")].into();
         let c = build(&[(s.clone(), Some(m.clone()))], ToolPrefix::Server);
         let names: Vec<_> = c.tools().map(|t| t.name.clone()).collect();
         assert_eq!(names, ["docs_search", "docs_read_readme_md"]);

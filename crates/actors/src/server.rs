@@ -1371,10 +1371,10 @@ fn apply_discovery(meta: &mut ServerMetadata, d: Discovery) {
         meta.ttl_ms = ttl;
     }
     if let Some(r) = d.resources {
-        meta.resources = r;
+        meta.resources = r.into();
     }
     if let Some(p) = d.prompts {
-        meta.prompts = p;
+        meta.prompts = p.into();
     }
 }
 

@@ -619,7 +619,7 @@ impl Proxy {
         let mut entries: Vec<PromptEntry> = Vec::new();
         let mut counts: HashMap<String, usize> = HashMap::new();
         for sc in catalog.servers().filter(|s| s.available) {
-            for p in &sc.prompts {
+            for p in sc.prompts.iter() {
                 let name = format!("{}_{}", sanitize_server(&sc.server), p.name);
                 *counts.entry(name.clone()).or_default() += 1;
                 entries.push(PromptEntry {
@@ -660,7 +660,7 @@ impl Proxy {
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
         for sc in catalog.servers().filter(|s| s.available) {
-            for r in &sc.resources {
+            for r in sc.resources.iter() {
                 if seen.insert(r.uri.clone()) {
                     out.push((sc.server.clone(), r.clone()));
                 }

@@ -93,7 +93,7 @@ fn render(servers: &[&ServerCatalog], style: Style) -> String {
             unknown.push(s.server.as_str());
             continue;
         }
-        for p in &s.prompts {
+        for p in s.prompts.iter() {
             let arguments: Vec<String> = p
                 .arguments
                 .iter()
