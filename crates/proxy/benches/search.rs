@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use pimcp_proxy::{SearchIndex, SearchQuery, ToolDoc, search_text};
+use pimcp_proxy::{SearchIndex, SearchQuery, ToolDoc, doc_schema, search_text};
 use serde_json::{Map, Value, json};
 
 /// SplitMix64: a tiny deterministic generator, so every run measures the same catalogs.
@@ -309,7 +309,7 @@ fn catalog(n_tools: usize, n_servers: usize, seed: u64, lexicon: &[String]) -> V
                 server: server.clone(),
                 description,
                 keywords,
-                input_schema: schema(&mut rng, noun),
+                input_schema: doc_schema(schema(&mut rng, noun)),
                 needs_approval: false,
             });
         }
@@ -327,7 +327,7 @@ fn catalog(n_tools: usize, n_servers: usize, seed: u64, lexicon: &[String]) -> V
                 server: "wiki".to_string(),
                 description: description.to_string(),
                 keywords: Vec::new(),
-                input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+                input_schema: doc_schema(json!({"type": "object", "properties": {"q": {"type": "string"}}})),
                 needs_approval: false,
             });
         }

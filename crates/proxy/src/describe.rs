@@ -19,13 +19,14 @@ pub fn describe_text(doc: &ToolDoc, output_schema: Option<&Value>) -> String {
     if !description.is_empty() {
         out.push_str(&format!("\n{description}\n"));
     }
-    let has_schema = doc.input_schema.as_object().is_some_and(|o| !o.is_empty());
+    let input_schema = doc.input_schema_value();
+    let has_schema = input_schema.as_object().is_some_and(|o| !o.is_empty());
     out.push_str(&format!(
         "\nParameters: {}\n",
-        shape(has_schema.then_some(&doc.input_schema))
+        shape(has_schema.then_some(&input_schema))
     ));
     if has_schema {
-        out.push_str(&format!("\nInput schema:\n{}\n", pretty(&doc.input_schema)));
+        out.push_str(&format!("\nInput schema:\n{}\n", pretty(&input_schema)));
     }
     if let Some(schema) = output_schema {
         out.push_str(&format!("\nOutput schema:\n{}\n", pretty(schema)));
@@ -88,7 +89,7 @@ mod tests {
             server: server.to_string(),
             description: description.to_string(),
             keywords: Vec::new(),
-            input_schema: schema,
+            input_schema: crate::search::doc_schema(schema),
             needs_approval: false,
         }
     }

@@ -1072,8 +1072,9 @@ fn tool_doc(t: &CatalogTool, keywords: &[String], config: &Config) -> ToolDoc {
             .or_else(|| t.title.as_deref().map(str::to_owned))
             .unwrap_or_default(),
         keywords: keywords.to_vec(),
-        // An unusable cached schema indexes as "no parameters"; `describe` reports it.
-        input_schema: Value::Object(t.input_schema().map(|s| (*s).clone()).unwrap_or_default()),
+        // Shared, not parsed: a cached schema is parsed when a hit or describe shows it. An unusable one shows as
+        // "no parameters"; `describe` reports it.
+        input_schema: t.input_schema.clone(),
         needs_approval: approval_required(config, t),
     }
 }

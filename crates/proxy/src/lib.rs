@@ -46,7 +46,7 @@ pub use render::{Binary, BinaryKind, EMPTY_ERROR, EMPTY_RESULT, Piece, Rendered,
 pub use request::{PARAMS, ProxyRequest, parse_request};
 pub use search::{
     DEFAULT_LIMIT, DEFAULT_SUGGESTIONS, Lookup, MAX_LIMIT, MAX_QUERY_TOKENS, MAX_REGEX_CHARS, MatchKind, SearchHit,
-    SearchIndex, SearchPage, SearchQuery, ToolDoc,
+    SearchIndex, SearchPage, SearchQuery, ToolDoc, doc_schema,
 };
 pub use server::{
     DEFAULT_DRAIN_BOUND, DEFAULT_SHUTDOWN_BOUND, IMMEDIATE_SHUTDOWN_BOUND, ProxyServer, ReloadFn, SERVER_NAME,

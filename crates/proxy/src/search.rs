@@ -38,6 +38,7 @@
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
+use pimcp_actors::ToolSchema;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -83,9 +84,27 @@ pub struct ToolDoc {
     pub description: String,
     /// The server's `searchKeywords` for this tool.
     pub keywords: Vec<String>,
-    pub input_schema: Value,
+    /// The catalog's schema handle: a schema from the metadata cache is parsed only when a hit or a describe shows
+    /// it, never when the index is built.
+    pub input_schema: ToolSchema,
     /// `approveTools` gates calls of this tool: the host is asked first (SPEC 6). Not searched; shown in results.
     pub needs_approval: bool,
+}
+
+impl ToolDoc {
+    /// The input schema as a JSON value; `{}` ("no parameters") when a cached schema is unusable, which `describe`
+    /// reports on its own.
+    pub fn input_schema_value(&self) -> Value {
+        Value::Object(self.input_schema.get().map(|s| (**s).clone()).unwrap_or_default())
+    }
+}
+
+/// A [`ToolDoc`] schema from a JSON value: an object as it is, anything else as "no parameters".
+pub fn doc_schema(schema: Value) -> ToolSchema {
+    match schema {
+        Value::Object(map) => ToolSchema::from(map),
+        _ => ToolSchema::from(serde_json::Map::new()),
+    }
 }
 
 /// A search request; build with [`SearchQuery::new`] and the `with_*` methods.
@@ -1182,7 +1201,7 @@ mod tests {
             server: server.to_string(),
             description: description.to_string(),
             keywords: Vec::new(),
-            input_schema: json!({"type": "object"}),
+            input_schema: doc_schema(json!({"type": "object"})),
             needs_approval: false,
         }
     }

@@ -369,7 +369,7 @@ pub fn search_text(query: &SearchQuery, page: &SearchPage<'_>, skipped: &[Skippe
             if !description.is_empty() {
                 out.push_str(&format!(" — {description}"));
             }
-            out.push_str(&format!("\n  {}\n", shape(Some(&hit.doc.input_schema))));
+            out.push_str(&format!("\n  {}\n", shape(Some(&hit.doc.input_schema_value()))));
         }
         if let Some(next) = page.next_offset {
             out.push_str(&format!("\nnext: offset {next}"));
@@ -472,7 +472,7 @@ mod tests {
             server: server.to_string(),
             description: description.to_string(),
             keywords: Vec::new(),
-            input_schema: schema,
+            input_schema: crate::search::doc_schema(schema),
             needs_approval: false,
         }
     }

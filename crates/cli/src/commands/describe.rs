@@ -47,6 +47,7 @@ fn has_schema(schema: &Value) -> bool {
 /// `pimcp/describe/v1`.
 fn describe_json(info: &ToolInfo) -> Value {
     let doc = &info.doc;
+    let input_schema = doc.input_schema_value();
     json!({
         "schema": "pimcp/describe/v1",
         "name": doc.name,
@@ -54,8 +55,8 @@ fn describe_json(info: &ToolInfo) -> Value {
         "originalName": doc.original_name,
         "title": info.title,
         "description": doc.description,
-        "params": shape(has_schema(&doc.input_schema).then_some(&doc.input_schema)),
-        "inputSchema": doc.input_schema,
+        "params": shape(has_schema(&input_schema).then_some(&input_schema)),
+        "inputSchema": input_schema,
         "outputSchema": info.output_schema,
         "resourceUri": info.resource_uri,
     })
@@ -76,13 +77,14 @@ fn render(info: &ToolInfo, style: Style) -> String {
     if !description.is_empty() {
         out.push_str(&format!("\n{description}\n"));
     }
-    let with_schema = has_schema(&doc.input_schema);
+    let input_schema = doc.input_schema_value();
+    let with_schema = has_schema(&input_schema);
     out.push_str(&format!(
         "\nParameters: {}\n",
-        shape(with_schema.then_some(&doc.input_schema))
+        shape(with_schema.then_some(&input_schema))
     ));
     if with_schema {
-        out.push_str(&format!("\nInput schema:\n{}\n", pretty(&doc.input_schema)));
+        out.push_str(&format!("\nInput schema:\n{}\n", pretty(&input_schema)));
     }
     if let Some(schema) = &info.output_schema {
         out.push_str(&format!("\nOutput schema:\n{}\n", pretty(schema)));
@@ -93,7 +95,7 @@ fn render(info: &ToolInfo, style: Style) -> String {
     out.push_str(&format!(
         "\nCall: pimcp-run call {} '{}'\n",
         doc.name,
-        example_args(&doc.input_schema)
+        example_args(&input_schema)
     ));
     out
 }

@@ -87,6 +87,36 @@ async fn list_connects_an_unknown_server_then_a_second_run_lists_from_the_cache(
     env.shutdown().await;
 }
 
+/// A search over servers served from the metadata cache builds its index without parsing any cached schema, and
+/// parses only the schemas of the hits it shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_over_cached_servers_parses_only_the_schemas_it_shows() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let env = start_in(dir.clone(), two_servers()).await;
+    assert_ok(&env.mcp(json!({ "server": "fx" })).await);
+    env.shutdown().await;
+
+    let env = start_in(dir, two_servers()).await;
+    let catalog = env.runtime.as_ref().unwrap().handle().catalog();
+    let parsed = |name: &str| catalog.get(name).unwrap().input_schema.is_parsed();
+    assert!(
+        catalog
+            .tools()
+            .filter(|t| t.server == "fx" && t.resource_uri.is_none())
+            .all(|t| !t.input_schema.is_parsed()),
+        "cached schemas start unparsed (the `read_*` resource tools share one built-in schema)"
+    );
+    let r = env.mcp(json!({ "search": "echo", "limit": 1 })).await;
+    assert_ok(&r);
+    let text = r.text();
+    assert!(text.contains("fx_echo"), "{text}");
+    assert!(text.contains("text"), "the hit shows its parameters: {text}");
+    assert!(parsed("fx_echo"), "the hit's schema was parsed to show it");
+    assert!(!text.contains("fx_add"), "{text}");
+    assert!(!parsed("fx_add"), "a tool the search did not show stays unparsed");
+    env.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_ranks_pages_and_explains_what_was_not_searched() {
     let env = start(two_servers()).await;
