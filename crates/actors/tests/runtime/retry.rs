@@ -102,9 +102,10 @@ async fn relay_connection(
                 }
                 CUT_AFTER_NEXT_CALL => {
                     // Forwarded whole: the server runs it, but its answer never comes back (the back task drains it
-                    // until the server closes; the client's side is closed now).
-                    let _ = wo.write_all(chunk).await;
+                    // until the server closes). The client's side is closed *before* the request goes on: a fast
+                    // server's answer could otherwise slip back between the forward and the cut.
                     *to_client.lock().await = None;
+                    let _ = wo.write_all(chunk).await;
                     break;
                 }
                 _ => {}
