@@ -571,11 +571,16 @@ fn identity_assertion_config(fake: &crate::fake_as::FakeAs, id_token: &str) -> p
     }
 }
 
-#[tokio::test]
-async fn identity_assertion_exchanges_the_id_token_then_presents_the_id_jag() {
+/// A fake AS + IdP whose IdP accepts `idp_id_token`, and an identity-assertion client presenting `id_token`; `tweak`
+/// adjusts the client's identity-assertion settings (built by [`identity_assertion_config`]).
+async fn identity_assertion_setup(
+    idp_id_token: &str,
+    id_token: &str,
+    tweak: impl FnOnce(&crate::fake_as::FakeAs, &mut pimcp_config::IdentityAssertionConfig),
+) -> (std::sync::Arc<crate::fake_as::FakeAs>, pimcp_auth::OAuthClient) {
     let fake = start(FakeAsConfig {
         clients: vec![("xaa-client".into(), Some("xaa-secret".into()))],
-        idp_id_tokens: vec!["planted-id-token".into()],
+        idp_id_tokens: vec![idp_id_token.into()],
         idp_client: Some(("pimcp-at-idp".into(), Some("idp-secret".into()))),
         ..FakeAsConfig::default()
     })
@@ -583,9 +588,17 @@ async fn identity_assertion_exchanges_the_id_token_then_presents_the_id_jag() {
     let client = client_with(&fake, |o| {
         o.config.grant_type = OAuthGrant::IdentityAssertion;
         o.config.client_id = Some("xaa-client".into());
-        o.config.identity_assertion = Some(identity_assertion_config(&fake, "planted-id-token"));
+        let mut ia = identity_assertion_config(&fake, id_token);
+        tweak(&fake, &mut ia);
+        o.config.identity_assertion = Some(ia);
         o.client_secret = Some(Secret::new("xaa-secret"));
     });
+    (fake, client)
+}
+
+#[tokio::test]
+async fn identity_assertion_exchanges_the_id_token_then_presents_the_id_jag() {
+    let (fake, client) = identity_assertion_setup("planted-id-token", "planted-id-token", |_, _| {}).await;
     assert!(client.is_machine_grant());
     let record = client.obtain().await.unwrap();
 
@@ -632,23 +645,12 @@ async fn identity_assertion_exchanges_the_id_token_then_presents_the_id_jag() {
 
 #[tokio::test]
 async fn identity_assertion_refused_by_the_idp_is_an_error_without_the_id_token() {
-    let fake = start(FakeAsConfig {
-        clients: vec![("xaa-client".into(), Some("xaa-secret".into()))],
-        idp_id_tokens: vec!["the-real-id-token".into()],
-        idp_client: Some(("pimcp-at-idp".into(), Some("idp-secret".into()))),
-        ..FakeAsConfig::default()
-    })
-    .await;
-    let client = client_with(&fake, |o| {
-        o.config.grant_type = OAuthGrant::IdentityAssertion;
-        o.config.client_id = Some("xaa-client".into());
-        let mut ia = identity_assertion_config(&fake, "planted-stale-id-token");
+    let (fake, client) = identity_assertion_setup("the-real-id-token", "planted-stale-id-token", |fake, ia| {
         // The token endpoint given directly (no IdP discovery).
         ia.idp_issuer = None;
         ia.idp_token_endpoint = Some(format!("{}/token", fake.idp_issuer()));
-        o.config.identity_assertion = Some(ia);
-        o.client_secret = Some(Secret::new("xaa-secret"));
-    });
+    })
+    .await;
     let err = client.obtain().await.unwrap_err();
     let text = format!("{err} {err:?}");
     assert!(matches!(err, Error::TokenRefused { .. }), "{text}");
@@ -663,23 +665,12 @@ async fn identity_assertion_refused_by_the_idp_is_an_error_without_the_id_token(
 
 #[tokio::test]
 async fn identity_assertion_refuses_an_idp_whose_metadata_names_another_issuer() {
-    let fake = start(FakeAsConfig {
-        clients: vec![("xaa-client".into(), Some("xaa-secret".into()))],
-        idp_id_tokens: vec!["id-token".into()],
-        idp_client: Some(("pimcp-at-idp".into(), Some("idp-secret".into()))),
-        ..FakeAsConfig::default()
-    })
-    .await;
-    let client = client_with(&fake, |o| {
-        o.config.grant_type = OAuthGrant::IdentityAssertion;
-        o.config.client_id = Some("xaa-client".into());
-        let mut ia = identity_assertion_config(&fake, "id-token");
+    let (fake, client) = identity_assertion_setup("id-token", "id-token", |fake, ia| {
         // The fake serves the IdP's metadata only at /idp; asking for /idp/ still finds it, but its issuer
         // (`{base}/idp`) is not the configured `{base}/idp/` exactly.
         ia.idp_issuer = Some(format!("{}/", fake.idp_issuer()));
-        o.config.identity_assertion = Some(ia);
-        o.client_secret = Some(Secret::new("xaa-secret"));
-    });
+    })
+    .await;
     let err = client.obtain().await.unwrap_err();
     assert!(matches!(err, Error::IssuerMismatch { .. }), "{err}");
     assert!(fake.token_requests(pimcp_auth::TOKEN_EXCHANGE_GRANT).is_empty());
