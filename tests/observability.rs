@@ -53,6 +53,13 @@ struct Received {
     bodies: Arc<Mutex<Vec<Vec<u8>>>>,
 }
 
+impl Received {
+    /// The names of the spans received so far (for failure messages).
+    fn span_names(&self) -> Vec<String> {
+        self.spans.lock().unwrap().iter().map(|s| s.name.clone()).collect()
+    }
+}
+
 fn value_text(kv: &KeyValue) -> String {
     match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
         Some(AnyValue::StringValue(s)) => s.clone(),
@@ -225,13 +232,7 @@ async fn otlp_spans_link_proxy_request_tool_call_and_upstream_request_without_se
     assert!(
         eventually(Duration::from_secs(10), async || has_calls()).await,
         "spans never arrived: {:?}\n--- pimcp-run stderr\n{}",
-        received
-            .spans
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|s| &s.name)
-            .collect::<Vec<_>>(),
+        received.span_names(),
         sandbox.log_text()
     );
     let spans = received.spans.lock().unwrap().clone();
@@ -547,13 +548,7 @@ async fn attach_flushes_its_span_before_exiting() {
     assert!(
         eventually(Duration::from_secs(10), async || attach_span().is_some()).await,
         "the attach span was not flushed before exit: {:?}\n--- attach stderr\n{}",
-        received
-            .spans
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|s| &s.name)
-            .collect::<Vec<_>>(),
+        received.span_names(),
         std::fs::read_to_string(&attach_log).unwrap_or_default()
     );
     let span = attach_span().unwrap();
@@ -622,13 +617,7 @@ async fn a_second_signal_still_flushes_the_spans_already_ended() {
     assert!(
         eventually(Duration::from_secs(10), async || echo_call() == 1).await,
         "the finished call's span was not flushed at the immediate exit: {:?}\n--- pimcp-run stderr\n{}",
-        received
-            .spans
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|s| &s.name)
-            .collect::<Vec<_>>(),
+        received.span_names(),
         serve.log_text()
     );
 }
