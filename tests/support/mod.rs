@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
+pub use mcp_fixture::{pid_alive, read_event_log as events};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, ListRootsResult,
     ProtocolVersion, Root,
@@ -544,15 +545,6 @@ pub async fn eventually(deadline: Duration, mut done: impl AsyncFnMut() -> bool)
     }
 }
 
-/// The fixture's event log lines.
-pub fn events(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 pub fn count_events(path: &Path, event: &str, tool: Option<&str>) -> usize {
     events(path)
         .iter()
@@ -567,19 +559,6 @@ pub fn started_pids(path: &Path) -> Vec<u32> {
         .filter(|e| e["event"] == "start")
         .filter_map(|e| e["pid"].as_u64().map(|p| p as u32))
         .collect()
-}
-
-/// True while the process exists and is not a zombie (an orphan's zombie waits for init, not for us).
-pub fn pid_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next());
-            !matches!(state, Some("Z" | "X") | None)
-        }
-        Err(_) => false,
-    }
 }
 
 /// A loopback port below 32768 (outside the ephemeral range, so a connect probe cannot self-connect) that is free

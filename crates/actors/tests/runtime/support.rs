@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+pub use mcp_fixture::{pid_alive, read_event_log as events};
 use pimcp_actors::{ErrorCategory, Runtime, RuntimeOptions, ServerState, Tuning};
 use pimcp_config::{Config, LoadOptions, Severity};
 use rmcp::model::JsonObject;
@@ -77,32 +78,12 @@ pub fn args(v: Value) -> Option<JsonObject> {
     v.as_object().cloned()
 }
 
-/// The fixture's event log lines.
-pub fn events(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 pub fn events_named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["event"] == name).collect()
 }
 
 pub fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-/// True while the process exists and is not a zombie.
-pub fn pid_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
-            !matches!(state, Some("Z") | Some("X"))
-        }
-        Err(_) => false,
-    }
 }
 
 pub fn category(r: &pimcp_actors::Result<pimcp_actors::ToolOutput>) -> Option<ErrorCategory> {

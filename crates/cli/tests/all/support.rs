@@ -1,6 +1,7 @@
 //! Runs `pimcp-run` hermetically: empty environment except PATH, a temp HOME, project (the working directory) and
 //! data dir.
 
+pub use mcp_fixture::pid_alive;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -130,19 +131,6 @@ impl Sandbox {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
-    }
-}
-
-/// True while the process exists and is not a zombie.
-pub fn pid_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next());
-            !matches!(state, Some("Z" | "X") | None)
-        }
-        Err(_) => false,
     }
 }
 

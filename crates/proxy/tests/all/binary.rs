@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use serde_json::json;
 
 use super::support::*;
+use mcp_fixture::pid_alive;
 
 /// `target/<profile>/pimcp-run`, built once per test process.
 fn pimcp_run() -> PathBuf {
@@ -31,17 +32,6 @@ fn pimcp_run() -> PathBuf {
 
 fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-/// True while the process exists and is not a zombie.
-fn pid_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next());
-            !matches!(state, Some("Z") | Some("X"))
-        }
-        Err(_) => false,
-    }
 }
 
 struct Spawned {

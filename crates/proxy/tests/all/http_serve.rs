@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::support::*;
+use mcp_fixture::pid_alive;
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 
@@ -379,19 +380,6 @@ async fn a_shutdown_drains_the_call_in_flight_then_closes_the_servers() {
     );
     wait_until("the fixture process is gone", DEADLINE, || !pid_alive(pid)).await;
     drop(dir);
-}
-
-/// True while the process exists and is not a zombie.
-fn pid_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            stat.rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next())
-                .map(str::to_owned)
-        })
-        .is_some_and(|state| state != "Z" && state != "X")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use mcp_fixture::read_event_log as events;
 use pimcp_actors::{Runtime, RuntimeOptions, Tuning};
 use pimcp_config::{Config, LoadOptions, Severity};
 use pimcp_proxy::{CallContext, HostBridge, Proxy, ProxyOptions, ProxyResponse, ProxyServer};
@@ -149,15 +150,6 @@ pub async fn wait_until(what: &str, deadline: Duration, mut f: impl FnMut() -> b
         assert!(Instant::now() < end, "timed out after {deadline:?} waiting for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// The fixture's event log lines.
-pub fn events(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 pub fn count_events(path: &Path, name: &str, tool: Option<&str>) -> usize {
