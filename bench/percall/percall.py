@@ -63,16 +63,26 @@ def q(xs, p):
     return xs[int(p * (len(xs) - 1))] * 1e6
 
 
-def peers(home):
+ECHO = {"text": "hi"}
+PIMCP_ECHO = {"tool": "fixture_echo", "args": ECHO}
+
+
+def pimcp_setup(home):
+    """pimcp-run's environment (only its own config file, scratch agent and data dirs) and config path."""
     env = dict(os.environ, HOME=home, PIMCP_CONFIG_MODE="exclusive", PI_CODING_AGENT_DIR=os.path.join(home, "agent"),
                PIMCP_DATA_DIR=os.path.join(home, "data"))
     cfg = os.path.join(home, "config.json")
     with open(cfg, "w") as f:
         json.dump({"mcpServers": {"fixture": {"command": FIXTURE}}}, f)
-    echo = {"text": "hi"}
+    return env, cfg
+
+
+def peers(home):
+    env, cfg = pimcp_setup(home)
+    echo = ECHO
     out = [Peer("direct", [FIXTURE], env, "echo", echo),
            Peer("null relay", [RELAY, FIXTURE], env, "echo", echo),
-           Peer("pimcp-run", [PIMCP, "--config", cfg], env, "mcp", {"tool": "fixture_echo", "args": echo})]
+           Peer("pimcp-run", [PIMCP, "--config", cfg], env, "mcp", PIMCP_ECHO)]
     if MCPZIP:
         zhome = os.path.join(home, "mcpzip")
         os.makedirs(zhome, exist_ok=True)
@@ -133,15 +143,11 @@ def callgrind(n):
     home = tempfile.mkdtemp(prefix="pimcp-percall-cg-")
     totals = {}
     try:
+        env, cfg = pimcp_setup(home)
         for count in (100, 100 + n):
-            env = dict(os.environ, HOME=home, PIMCP_CONFIG_MODE="exclusive",
-                       PI_CODING_AGENT_DIR=os.path.join(home, "agent"), PIMCP_DATA_DIR=os.path.join(home, "data"))
-            cfg = os.path.join(home, "config.json")
-            with open(cfg, "w") as f:
-                json.dump({"mcpServers": {"fixture": {"command": FIXTURE}}}, f)
             out = os.path.join(home, f"cg.{count}.out")
             p = Peer("pimcp-run", ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", PIMCP, "--config",
-                                   cfg], env, "mcp", {"tool": "fixture_echo", "args": {"text": "hi"}})
+                                   cfg], env, "mcp", PIMCP_ECHO)
             for _ in range(count):
                 p.call()
             p.close()

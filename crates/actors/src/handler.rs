@@ -155,15 +155,13 @@ impl ProgressRoutes {
     /// Adds a call's route; reports that came before it are delivered first, in order.
     pub(crate) fn insert(&self, key: RouteKey, tx: tokio::sync::mpsc::UnboundedSender<CallProgress>) {
         let mut inner = self.lock();
-        let mut kept = std::collections::VecDeque::with_capacity(inner.early.len());
-        for (k, report, at) in std::mem::take(&mut inner.early) {
-            if k == key {
-                let _ = tx.send(report);
-            } else {
-                kept.push_back((k, report, at));
+        inner.early.retain(|(k, report, _)| {
+            let early = *k == key;
+            if early {
+                let _ = tx.send(report.clone());
             }
-        }
-        inner.early = kept;
+            !early
+        });
         inner.routes.insert(key, tx);
     }
 

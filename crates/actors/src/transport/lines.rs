@@ -116,19 +116,14 @@ where
     }
 }
 
-impl<Role: ServiceRole> LineTransport<Role, (), ()> {
-    /// Decodes one line (no `\n`) the way [`Transport::receive`] does. `Err` carries why a line is skipped, and
-    /// whether it is owed an `Invalid request` answer.
-    pub fn decode(line: &[u8]) -> Result<RxJsonRpcMessage<Role>, Skip>
-    where
-        Role: FastDecode,
-    {
-        let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
-        if let Some(message) = Role::fast_decode(line) {
-            return Ok(message);
-        }
-        decode_general::<Role>(line)
+/// Decodes one line (no `\n`) the way [`LineTransport`]'s `receive` does. `Err` carries why a line is skipped, and
+/// whether it is owed an `Invalid request` answer.
+pub fn decode_line<Role: FastDecode>(line: &[u8]) -> Result<RxJsonRpcMessage<Role>, Skip> {
+    let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
+    if let Some(message) = Role::fast_decode(line) {
+        return Ok(message);
     }
+    decode_general::<Role>(line)
 }
 
 /// Why a line produced no message.
@@ -210,7 +205,7 @@ where
             if self.line.is_empty() {
                 continue;
             }
-            match LineTransport::<Role, (), ()>::decode(&self.line) {
+            match decode_line::<Role>(&self.line) {
                 Ok(message) => return Some(message),
                 Err(Skip::Unparsable(e)) => tracing::debug!(error = %e, "ignoring unparsable incoming message"),
                 Err(Skip::UnknownNotification(e)) => tracing::debug!(error = %e, "ignoring unknown notification"),
@@ -232,9 +227,8 @@ where
 struct Shape<'a> {
     method: Option<String>,
     id: bool,
+    /// Present whenever the key is (also when its value is `null`).
     result: Option<&'a RawValue>,
-    /// `result` is present (also when `null`).
-    has_result: bool,
     error: bool,
 }
 
@@ -287,7 +281,6 @@ impl<'de> serde::Deserialize<'de> for Shape<'de> {
                     method: None,
                     id: false,
                     result: None,
-                    has_result: false,
                     error: false,
                 };
                 while let Some(key) = map.next_key::<Key>()? {
@@ -302,7 +295,6 @@ impl<'de> serde::Deserialize<'de> for Shape<'de> {
                             map.next_value::<IgnoredAny>()?;
                         }
                         Key::Result => {
-                            shape.has_result = true;
                             shape.result = Some(map.next_value()?);
                         }
                         Key::Error => {
@@ -354,7 +346,7 @@ impl FastDecode for RoleClient {
     /// `_meta`, `resultType`).
     fn fast_decode(line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
         let shape = serde_json::from_slice::<Shape<'_>>(line).ok()?;
-        if shape.method.is_some() || shape.error || !shape.has_result || !is_plain_tool_result(shape.result?) {
+        if shape.method.is_some() || shape.error || !is_plain_tool_result(shape.result?) {
             return None;
         }
         let response = serde_json::from_slice::<JsonRpcResponse<CallToolResult>>(line).ok()?;
@@ -370,7 +362,7 @@ impl FastDecode for RoleServer {
     /// A `tools/call` request: no other request type in rmcp's `ClientRequest` union accepts that method.
     fn fast_decode(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
         let shape = serde_json::from_slice::<Shape<'_>>(line).ok()?;
-        if shape.method.as_deref() != Some("tools/call") || !shape.id || shape.has_result || shape.error {
+        if shape.method.as_deref() != Some("tools/call") || !shape.id || shape.result.is_some() || shape.error {
             return None;
         }
         let request = serde_json::from_slice::<JsonRpcRequest<CallToolRequest>>(line).ok()?;
@@ -508,7 +500,7 @@ mod tests {
     fn fast_decode_agrees_with_rmcp() {
         let mut fast = 0;
         for line in tool_results() {
-            let ours = debug(LineTransport::<RoleClient, (), ()>::decode(line.as_bytes()).ok());
+            let ours = debug(decode_line::<RoleClient>(line.as_bytes()).ok());
             assert_eq!(ours, general::<RoleClient>(&line), "client line {line}");
             let stripped = line.strip_prefix('\u{feff}').unwrap_or(&line);
             if let Some(m) = RoleClient::fast_decode(stripped.as_bytes()) {
@@ -519,7 +511,7 @@ mod tests {
         assert!(fast >= 100, "the fast path took only {fast} tool results");
         let mut fast = 0;
         for line in tool_calls() {
-            let ours = debug(LineTransport::<RoleServer, (), ()>::decode(line.as_bytes()).ok());
+            let ours = debug(decode_line::<RoleServer>(line.as_bytes()).ok());
             assert_eq!(ours, general::<RoleServer>(&line), "server line {line}");
             if let Some(m) = RoleServer::fast_decode(line.as_bytes()) {
                 fast += 1;
@@ -542,14 +534,16 @@ mod tests {
 
     #[test]
     fn skipped_lines_say_why() {
-        type C = LineTransport<RoleClient, (), ()>;
-        assert!(matches!(C::decode(b"{not json"), Err(Skip::Unparsable(_))));
         assert!(matches!(
-            C::decode(br#"{"jsonrpc":"2.0","id":1}"#),
+            decode_line::<RoleClient>(b"{not json"),
+            Err(Skip::Unparsable(_))
+        ));
+        assert!(matches!(
+            decode_line::<RoleClient>(br#"{"jsonrpc":"2.0","id":1}"#),
             Err(Skip::Invalid(_))
         ));
         assert!(matches!(
-            C::decode(br#"{"jsonrpc":"2.0","method":"x/unknown","params":5}"#),
+            decode_line::<RoleClient>(br#"{"jsonrpc":"2.0","method":"x/unknown","params":5}"#),
             Err(Skip::UnknownNotification(_)) | Ok(_)
         ));
     }
