@@ -110,6 +110,14 @@ where
         }
     }
 
+    /// A handle that writes whole messages to this transport's stream beside rmcp's own sends: same lock, same
+    /// framing, so lines never interleave. Writing after [`Transport::close`] fails with `NotConnected`.
+    pub fn writer(&self) -> LineWriter<W> {
+        LineWriter {
+            write: self.write.clone(),
+        }
+    }
+
     async fn send_owed_error(&mut self) -> std::io::Result<()> {
         let message = TxJsonRpcMessage::<Role>::error(ErrorData::invalid_request("Invalid request", None), None);
         write_message(&self.write, &message).await
@@ -155,17 +163,53 @@ fn decode_general<Role: ServiceRole>(line: &[u8]) -> Result<RxJsonRpcMessage<Rol
     }
 }
 
+/// See [`LineTransport::writer`].
+pub struct LineWriter<W> {
+    write: Arc<tokio::sync::Mutex<Option<W>>>,
+}
+
+impl<W> Clone for LineWriter<W> {
+    fn clone(&self) -> Self {
+        LineWriter {
+            write: self.write.clone(),
+        }
+    }
+}
+
+impl<W> std::fmt::Debug for LineWriter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LineWriter").finish_non_exhaustive()
+    }
+}
+
+impl<W: AsyncWrite + Unpin> LineWriter<W> {
+    /// Writes `message` as one line and flushes.
+    pub async fn send<M: serde::Serialize>(&self, message: &M) -> std::io::Result<()> {
+        write_message(&self.write, message).await
+    }
+
+    /// Writes `line`, one serialized message that must not contain a newline, plus `\n`, and flushes.
+    pub async fn send_line(&self, mut line: Vec<u8>) -> std::io::Result<()> {
+        line.push(b'\n');
+        write_line(&self.write, &line).await
+    }
+}
+
 async fn write_message<M: serde::Serialize, W: AsyncWrite + Unpin>(
     write: &tokio::sync::Mutex<Option<W>>,
     message: &M,
 ) -> std::io::Result<()> {
     let mut buf = serde_json::to_vec(message).map_err(std::io::Error::other)?;
     buf.push(b'\n');
+    write_line(write, &buf).await
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(write: &tokio::sync::Mutex<Option<W>>, buf: &[u8]) -> std::io::Result<()> {
     let mut guard = write.lock().await;
     let w = guard
         .as_mut()
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotConnected, "Transport is closed"))?;
-    w.write_all(&buf).await?;
+    w.write_all(buf).await?;
     w.flush().await
 }
 
@@ -613,5 +657,48 @@ mod tests {
 
         drop(their_w);
         assert!(t.receive().await.is_none());
+    }
+    /// The writer handle shares the transport's stream: its lines and the transport's own sends arrive whole and in
+    /// order, and after `close` it fails with `NotConnected` too.
+    #[tokio::test]
+    async fn a_writer_shares_the_stream_and_its_close() {
+        let (r, _their_w) = tokio::io::duplex(64 * 1024);
+        let (mut their_r, w) = tokio::io::duplex(64 * 1024);
+        let mut t = LineTransport::<RoleServer, _, _>::new(r, w);
+        let writer = t.writer();
+        writer
+            .send(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {}}))
+            .await
+            .unwrap();
+        writer
+            .send_line(br#"{"jsonrpc":"2.0","id":2,"result":{}}"#.to_vec())
+            .await
+            .unwrap();
+        let pong =
+            ServerJsonRpcMessage::response(rmcp::model::ServerResult::empty(()), rmcp::model::RequestId::Number(3));
+        Transport::<RoleServer>::send(&mut t, pong).await.unwrap();
+        let mut got = Vec::new();
+        while got.iter().filter(|b| **b == b'\n').count() < 3 {
+            let mut buf = [0u8; 256];
+            let n = their_r.read(&mut buf).await.unwrap();
+            assert_ne!(n, 0, "stream ended early: {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        let ids: Vec<i64> = std::str::from_utf8(&got)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                    .as_i64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(ids, [1, 2, 3]);
+
+        Transport::<RoleServer>::close(&mut t).await.unwrap();
+        let err = writer.send_line(b"{}".to_vec()).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotConnected);
+        let err = writer.clone().send(&1).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotConnected);
     }
 }

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 pub use error::ConnectError;
-pub use lines::{FastDecode, LineTransport, MAX_LINE_LENGTH, Skip, decode_line};
+pub use lines::{FastDecode, LineTransport, LineWriter, MAX_LINE_LENGTH, Skip, decode_line};
 pub use probe::{ProbeFinding, probe_endpoint};
 pub use resume::SessionResume;
 
