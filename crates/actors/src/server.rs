@@ -100,6 +100,11 @@ pub(crate) enum ServerMsg {
         generation: u64,
         result: std::result::Result<Box<Discovery>, String>,
     },
+    /// The discovery of a connection that became ready early on fresh cached metadata finished.
+    Discovered {
+        generation: u64,
+        result: std::result::Result<Box<Discovery>, String>,
+    },
     Closed {
         generation: u64,
     },
@@ -110,7 +115,8 @@ pub(crate) enum ServerMsg {
 
 pub(crate) struct Established {
     conn: Connection<RuntimeClient>,
-    discovery: Discovery,
+    /// `None`: connected early on fresh cached metadata; the actor runs the discovery in the background.
+    discovery: Option<Discovery>,
 }
 
 pub(crate) enum ConnectFailure {
@@ -209,6 +215,9 @@ pub(crate) struct ServerActorState {
     refresh_dirty: Vec<ListKind>,
     refresh_scheduled: bool,
     refresh_running: bool,
+    /// Ready on fresh cached metadata while the connection's first discovery runs: calls go at once, `Ensure` and
+    /// `Connect` replies wait for the discovery, list refreshes wait behind it.
+    discovering: bool,
     draining: Option<(u64, AfterClose)>,
     shutdown_replies: Vec<oneshot::Sender<()>>,
     stopping: bool,
@@ -396,10 +405,12 @@ impl ServerActor {
         let grace = st.shared.tuning.close_grace;
         let me = myself.clone();
         let auth = st.shared.auth.clone();
+        // Fresh cached metadata already names the tools: calls need not wait for this connection's discovery.
+        let early = matches!(st.metadata, Some((_, MetadataSource::Cache)));
         let span = tracing::info_span!("connect", server = %st.cfg.name, generation, outcome = tracing::field::Empty);
         tokio::spawn(
             async move {
-                let result = connect_with_auth(auth, spec, handler, request_timeout, grace).await;
+                let result = connect_with_auth(auth, spec, handler, request_timeout, grace, early).await;
                 tracing::Span::current().record("outcome", connect_outcome(&result));
                 let _ = me.send_message(ServerMsg::Connected { generation, result });
             }
@@ -434,26 +445,12 @@ impl ServerActor {
                 st.health_failures = 0;
                 st.last_response = Some(now);
                 st.pid = conn.pid;
-                // A fresh value: the discovery replaces the tools; resources and prompts it did not list (listing
-                // failed, tolerated) keep their previous lists. Only those lists are copied, never the tools.
-                let mut meta = ServerMetadata::default();
-                if let Some((old, _)) = &st.metadata {
-                    if discovery.resources.is_none() {
-                        meta.resources.clone_from(&old.resources);
-                    }
-                    if discovery.prompts.is_none() {
-                        meta.prompts.clone_from(&old.prompts);
-                    }
-                    if discovery.tools.is_none() {
-                        meta.tools.clone_from(&old.tools);
-                        meta.ttl_ms = old.ttl_ms;
-                    }
+                // Without a discovery the fresh cached metadata stays (source `Cache`) until the background one lands.
+                st.discovering = discovery.is_none();
+                if let Some(discovery) = discovery {
+                    let meta = discovered_metadata(st.metadata.as_ref().map(|(m, _)| m.as_ref()), discovery, &conn);
+                    st.metadata = Some((Arc::new(meta), MetadataSource::Live));
                 }
-                apply_discovery(&mut meta, discovery);
-                meta.instructions = conn.instructions.clone();
-                meta.protocol_version = Some(conn.protocol_version.clone());
-                meta.era = Some(era_name(conn.era).to_owned());
-                st.metadata = Some((Arc::new(meta), MetadataSource::Live));
                 let peer = conn.client.peer().clone();
                 let dead = CancellationToken::new();
                 let watch_stop = CancellationToken::new();
@@ -484,9 +481,15 @@ impl ServerActor {
                 });
                 Self::open_lane(myself, st);
                 Self::set_state(st, ServerState::Ready, None);
-                Self::publish_metadata(st);
-                Self::write_cache(st);
-                Self::serve_waiters(myself, st);
+                if st.discovering {
+                    // The calls first: on a current-thread runtime their requests are written before the lists'.
+                    Self::serve_calls(myself, st);
+                    Self::spawn_discovery(myself, st);
+                } else {
+                    Self::publish_metadata(st);
+                    Self::write_cache(st);
+                    Self::serve_waiters(myself, st);
+                }
                 Self::arm_idle(myself, st);
                 Self::arm_health(myself, st);
             }
@@ -609,6 +612,93 @@ impl ServerActor {
         }
     }
 
+    /// Dispatches the queued calls; `Ensure`/`Connect` replies keep waiting (for the discovery).
+    fn serve_calls(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState) {
+        let waiters = std::mem::take(&mut st.waiters);
+        for w in waiters {
+            match w {
+                Waiter::Call(job, reply) => Self::dispatch_call(myself, st, job, reply),
+                w @ Waiter::Ready(_) => st.waiters.push(w),
+            }
+        }
+    }
+
+    /// Runs the first discovery of a connection that became ready early; `Discovered` follows.
+    fn spawn_discovery(myself: &ActorRef<ServerMsg>, st: &ServerActorState) {
+        let Some(live) = &st.live else { return };
+        let peer = live.peer.clone();
+        let caps = live.conn.capabilities.clone();
+        let stop = live.watch_stop.clone();
+        let timeout = st.cfg.timeouts.request;
+        let generation = st.generation;
+        let me = myself.clone();
+        let span = tracing::info_span!("discover", server = %st.cfg.name, generation);
+        tokio::spawn(
+            async move {
+                let all = [ListKind::Tools, ListKind::Resources, ListKind::Prompts];
+                let result = tokio::select! {
+                    r = tokio::time::timeout(timeout, discover(&peer, &caps, &all)) => match r {
+                        Ok(r) => r.map(Box::new),
+                        Err(_) => Err(format!(
+                            "discovery took longer than {}",
+                            crate::error::fmt_duration(timeout)
+                        )),
+                    },
+                    _ = stop.cancelled() => return,
+                };
+                let _ = me.send_message(ServerMsg::Discovered { generation, result });
+            }
+            .instrument(span),
+        );
+    }
+
+    /// The background discovery of an early-ready connection finished: its lists replace the cached ones (the
+    /// catalog and cache update as after `list_changed`); a failure keeps the cached catalog.
+    fn on_discovered(
+        myself: &ActorRef<ServerMsg>,
+        st: &mut ServerActorState,
+        generation: u64,
+        result: std::result::Result<Box<Discovery>, String>,
+    ) {
+        if generation != st.generation || !st.discovering {
+            return;
+        }
+        let Some(live) = &st.live else { return };
+        st.discovering = false;
+        match result {
+            Ok(d) => {
+                let meta = discovered_metadata(st.metadata.as_ref().map(|(m, _)| m.as_ref()), *d, &live.conn);
+                st.metadata = Some((Arc::new(meta), MetadataSource::Live));
+                Self::publish_status(st);
+                Self::publish_metadata(st);
+                Self::write_cache(st);
+                Self::serve_waiters(myself, st);
+            }
+            Err(e) => {
+                let server = st.cfg.name.clone();
+                tracing::info!(%server, error = %e, "discovery failed; keeping the cached catalog");
+                let message = format!("discovery failed: {e}");
+                st.last_error = Some((ErrorCategory::Connection, message.clone()));
+                Self::publish_status(st);
+                let waiters = std::mem::take(&mut st.waiters);
+                for w in waiters {
+                    match w {
+                        Waiter::Ready(reply) => {
+                            let _ = reply.send(Err(Error::Connection {
+                                server: server.clone(),
+                                message: message.clone(),
+                            }));
+                        }
+                        w @ Waiter::Call(..) => st.waiters.push(w),
+                    }
+                }
+            }
+        }
+        if !st.refresh_dirty.is_empty() {
+            Self::schedule_refresh(myself, st);
+        }
+    }
+
     fn serve_waiters(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState) {
         let waiters = std::mem::take(&mut st.waiters);
         for w in waiters {
@@ -626,6 +716,7 @@ impl ServerActor {
         let Some(live) = &st.live else { return };
         st.lane.open(LiveCall {
             peer: live.peer.clone(),
+            fast: live.conn.fast_calls(),
             guards: CallGuards {
                 dead: live.dead.clone(),
                 stop: st.stop.clone(),
@@ -741,6 +832,7 @@ impl ServerActor {
     fn teardown(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, after: AfterClose, reason: Option<String>) {
         st.lane.close();
         let Some(live) = st.live.take() else { return };
+        st.discovering = false;
         live.watch_stop.cancel();
         if let Some(t) = st.idle_timer.take() {
             t.abort();
@@ -765,6 +857,7 @@ impl ServerActor {
     fn on_transport_death(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, why: &str) {
         st.lane.close();
         let Some(live) = st.live.take() else { return };
+        st.discovering = false;
         live.watch_stop.cancel();
         live.dead.cancel();
         if let Some(t) = st.idle_timer.take() {
@@ -838,8 +931,10 @@ impl ServerActor {
                     let _ = reply.send(Err(err));
                     return;
                 }
-                if st.live.is_some() {
+                if st.live.is_some() && !st.discovering {
                     let _ = reply.send(Ok(()));
+                } else if st.live.is_some() {
+                    st.waiters.push(Waiter::Ready(reply));
                 } else {
                     st.waiters.push(Waiter::Ready(reply));
                     Self::start_connect(myself, st);
@@ -872,7 +967,7 @@ impl ServerActor {
                 if st.live.is_some() {
                     if force {
                         Self::teardown(myself, st, AfterClose::Reconnect, Some("reconnecting".into()));
-                    } else {
+                    } else if !st.discovering {
                         Self::serve_waiters(myself, st);
                     }
                 } else {
@@ -930,6 +1025,7 @@ impl ServerActor {
                 let _ = reply.send(live);
             }
             ServerMsg::Connected { generation, result } => Self::on_connected(myself, st, generation, result),
+            ServerMsg::Discovered { generation, result } => Self::on_discovered(myself, st, generation, result),
             ServerMsg::CallReport { generation, report } => {
                 if report.transport_dead && generation == st.generation && st.live.is_some() {
                     Self::on_transport_death(myself, st, "the connection closed during a call");
@@ -1061,7 +1157,8 @@ impl ServerActor {
             }
             ServerMsg::RefreshLists { generation } => {
                 st.refresh_scheduled = false;
-                if generation != st.generation || st.refresh_running {
+                // While the first discovery runs, the dirty kinds wait: `Discovered` schedules them again.
+                if generation != st.generation || st.refresh_running || st.discovering {
                     return;
                 }
                 let Some(live) = &st.live else { return };
@@ -1227,6 +1324,7 @@ impl Actor for ServerActor {
             refresh_dirty: Vec::new(),
             refresh_scheduled: false,
             refresh_running: false,
+            discovering: false,
             draining: None,
             shutdown_replies: Vec::new(),
             stopping: false,
@@ -1365,6 +1463,33 @@ fn short_reason(message: &str, server: &str) -> String {
     truncate(&strip_server_prefix(first, server), 300)
 }
 
+/// A fresh value from a connection's discovery: it replaces the tools; resources and prompts it did not list
+/// (listing failed, tolerated) keep `old`'s lists. Only those lists are copied, never the tools.
+fn discovered_metadata(
+    old: Option<&ServerMetadata>,
+    discovery: Discovery,
+    conn: &Connection<RuntimeClient>,
+) -> ServerMetadata {
+    let mut meta = ServerMetadata::default();
+    if let Some(old) = old {
+        if discovery.resources.is_none() {
+            meta.resources.clone_from(&old.resources);
+        }
+        if discovery.prompts.is_none() {
+            meta.prompts.clone_from(&old.prompts);
+        }
+        if discovery.tools.is_none() {
+            meta.tools.clone_from(&old.tools);
+            meta.ttl_ms = old.ttl_ms;
+        }
+    }
+    apply_discovery(&mut meta, discovery);
+    meta.instructions = conn.instructions.clone();
+    meta.protocol_version = Some(conn.protocol_version.clone());
+    meta.era = Some(era_name(conn.era).to_owned());
+    meta
+}
+
 fn apply_discovery(meta: &mut ServerMetadata, d: Discovery) {
     if let Some((tools, ttl)) = d.tools {
         meta.tools = tools.into_iter().map(crate::catalog::ToolInfo::from).collect();
@@ -1432,6 +1557,7 @@ async fn connect_with_auth(
     handler: RuntimeClient,
     request_timeout: Duration,
     grace: Duration,
+    early: bool,
 ) -> std::result::Result<Box<Established>, ConnectFailure> {
     let server = spec.server.name.clone();
     let startup = spec.server.timeouts.startup;
@@ -1448,12 +1574,13 @@ async fn connect_with_auth(
         _ = spec.cancel.cancelled() => return Err(ConnectFailure::Connect(ConnectError::Cancelled { server })),
     };
     let Some(prepared) = prepared else {
-        return connect_and_discover(spec, handler, request_timeout, grace).await;
+        return connect_and_discover(spec, handler, request_timeout, grace, early).await;
     };
     let refusals = prepared.server.refusals();
     spec.access_token = prepared.token;
     spec.token_source = Some(prepared.source);
-    match connect_and_discover(spec, handler, request_timeout, grace).await {
+    // With OAuth the discovery stays part of the connect: a refused tools/list is how some servers ask for a login.
+    match connect_and_discover(spec, handler, request_timeout, grace, false).await {
         Err(ConnectFailure::Connect(ConnectError::NeedsAuth { .. })) => {
             Err(ConnectFailure::Auth(prepared.server.needs_auth_error()))
         }
@@ -1465,17 +1592,22 @@ async fn connect_with_auth(
     }
 }
 
+/// Connects; then discovers, unless `early` (fresh cached metadata: the actor discovers in the background).
 async fn connect_and_discover(
     spec: ConnectSpec,
     handler: RuntimeClient,
     request_timeout: Duration,
     grace: Duration,
+    early: bool,
 ) -> std::result::Result<Box<Established>, ConnectFailure> {
     let server = spec.server.name.clone();
     let cancel = spec.cancel.clone();
     let conn = transport::connect(spec, handler)
         .await
         .map_err(ConnectFailure::Connect)?;
+    if early {
+        return Ok(Box::new(Established { conn, discovery: None }));
+    }
     let peer = conn.client.peer().clone();
     let all = [ListKind::Tools, ListKind::Resources, ListKind::Prompts];
     let outcome = tokio::select! {
@@ -1483,7 +1615,10 @@ async fn connect_and_discover(
         _ = cancel.cancelled() => None,
     };
     match outcome {
-        Some(Ok(Ok(discovery))) => Ok(Box::new(Established { conn, discovery })),
+        Some(Ok(Ok(discovery))) => Ok(Box::new(Established {
+            conn,
+            discovery: Some(discovery),
+        })),
         Some(Ok(Err(e))) => {
             conn.close(grace).await;
             Err(ConnectFailure::Discovery(format!("server `{server}`: {e}")))

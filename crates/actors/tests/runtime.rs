@@ -9,6 +9,7 @@ mod runtime {
     mod auth;
     mod basic;
     mod chaos;
+    mod early;
     mod handlers;
     mod http;
     mod observability;

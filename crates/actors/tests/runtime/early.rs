@@ -1,0 +1,136 @@
+//! Early calls: a lazy server whose fresh cached metadata lists the tool takes the call as soon as `initialize`
+//! completes and discovers in the background; without fresh metadata a call still waits for discovery. The
+//! fixture's `--hold-tools-list FILE` holds tools/list while FILE exists, so "before discovery" is a state, not a
+//! race.
+
+use std::path::Path;
+use std::time::Duration;
+
+use pimcp_actors::{CallOptions, ErrorCategory, MetadataCache, MetadataSource, ServerState};
+use serde_json::{Value, json};
+
+use super::support::*;
+
+fn fx(hold: &Path, extra: Value) -> Value {
+    let mut entry = stdio(&["--hold-tools-list", hold.to_str().unwrap()]);
+    if let (Some(e), Some(x)) = (entry.as_object_mut(), extra.as_object()) {
+        e.extend(x.clone());
+    }
+    json!({ "mcpServers": { "fx": entry } })
+}
+
+/// Runs once without a hold so that the metadata cache holds a fresh entry for `fx`.
+async fn seed_cache(dir: &Path, hold: &Path) {
+    let rt = start_in(dir, &fx(hold, json!({})), tuning()).await;
+    let out = rt
+        .call("fx_echo", args(json!({"text": "seed"})), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "seed");
+    let cache = MetadataCache::in_agent_dir(&dir.join("agent"));
+    wait_until("cache entry", Duration::from_secs(10), || {
+        cache.load().servers.contains_key("fx")
+    })
+    .await;
+    rt.shutdown(Duration::from_secs(10)).await;
+}
+
+fn source(rt: &pimcp_actors::Runtime) -> Option<MetadataSource> {
+    rt.status().server("fx").unwrap().metadata
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_from_a_fresh_cache_goes_while_tools_list_is_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let hold = dir.path().join("hold");
+    seed_cache(dir.path(), &hold).await;
+
+    std::fs::write(&hold, b"").unwrap();
+    let rt = start_in(dir.path(), &fx(&hold, json!({})), tuning()).await;
+    assert_eq!(source(&rt), Some(MetadataSource::Cache), "the seeded entry is fresh");
+
+    // tools/list is held: the call completes anyway, on the cached catalog.
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        rt.call("fx_echo", args(json!({"text": "early"})), CallOptions::default()),
+    )
+    .await
+    .expect("a call from a fresh cache must not wait for the held tools/list")
+    .unwrap();
+    assert_eq!(out.text(), "early");
+    assert_eq!(state_of(&rt, "fx"), ServerState::Ready);
+    assert_eq!(
+        source(&rt),
+        Some(MetadataSource::Cache),
+        "discovery cannot have finished"
+    );
+
+    // The server grows a tool the cache does not know. A call to it needs discovery: the router asks the server,
+    // whose answer waits for the held discovery instead of reporting an unknown tool.
+    rt.call("fx_add_tool", args(json!({"name": "late"})), CallOptions::default())
+        .await
+        .unwrap();
+    let late = {
+        let h = rt.handle();
+        tokio::spawn(async move { h.call("fx_late", args(json!({"x": 1})), CallOptions::default()).await })
+    };
+    std::fs::remove_file(&hold).unwrap();
+    let out = late.await.unwrap();
+    assert!(out.is_ok(), "a tool that exists is never unknown: {:?}", out.err());
+
+    // The background discovery replaced the cached catalog and rewrote the cache.
+    assert_eq!(source(&rt), Some(MetadataSource::Live));
+    wait_until("the live catalog lists the new tool", Duration::from_secs(10), || {
+        rt.catalog().get("fx_late").is_some()
+    })
+    .await;
+    let cache = MetadataCache::in_agent_dir(&dir.path().join("agent"));
+    wait_until("the cache lists the new tool", Duration::from_secs(10), || {
+        cache
+            .load()
+            .servers
+            .get("fx")
+            .is_some_and(|e| e.metadata.tools.iter().any(|t| t.name == "late"))
+    })
+    .await;
+    rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_without_fresh_metadata_waits_for_discovery() {
+    // A held tools/list against a 1 s request timeout: a call that waits for discovery fails with the discovery's
+    // timeout; one that went early would succeed.
+    let dir = tempfile::tempdir().unwrap();
+    let hold = dir.path().join("hold");
+    let short = json!({"requestTimeoutMs": 1000, "startupTimeout": 30});
+    std::fs::write(&hold, b"").unwrap();
+
+    // No cache at all.
+    let rt = start_in(dir.path(), &fx(&hold, short.clone()), tuning()).await;
+    assert_eq!(source(&rt), None);
+    let r = rt
+        .call("fx_echo", args(json!({"text": "x"})), CallOptions::default())
+        .await;
+    assert_eq!(category(&r), Some(ErrorCategory::Connection), "{r:?}");
+    assert!(format!("{:?}", r.err()).contains("discovery"));
+    rt.shutdown(Duration::from_secs(10)).await;
+
+    // A stale cache entry (older than the cache's maximum age).
+    std::fs::remove_file(&hold).unwrap();
+    seed_cache(dir.path(), &hold).await;
+    let cache = MetadataCache::in_agent_dir(&dir.path().join("agent"));
+    let mut file: Value = serde_json::from_str(&std::fs::read_to_string(cache.path()).unwrap()).unwrap();
+    let eight_days_ms = 8 * 24 * 3600 * 1000;
+    let cached_at = file["servers"]["fx"]["cachedAt"].as_u64().unwrap();
+    file["servers"]["fx"]["cachedAt"] = json!(cached_at - eight_days_ms);
+    std::fs::write(cache.path(), serde_json::to_vec(&file).unwrap()).unwrap();
+    std::fs::write(&hold, b"").unwrap();
+    let rt = start_in(dir.path(), &fx(&hold, short), tuning()).await;
+    assert_eq!(source(&rt), Some(MetadataSource::StaleCache));
+    let r = rt
+        .call("fx_echo", args(json!({"text": "x"})), CallOptions::default())
+        .await;
+    assert_eq!(category(&r), Some(ErrorCategory::Connection), "{r:?}");
+    assert!(format!("{:?}", r.err()).contains("discovery"));
+    rt.shutdown(Duration::from_secs(10)).await;
+}
