@@ -1,19 +1,23 @@
 //! One tool call (or resource read) on a live connection, run in a task the ServerActor spawns: per-call timeout
 //! that cancels on the wire and is extended by progress, caller cancellation, SPEC 4 retry rules (retry only when
 //! the request provably did not reach the server, or the tool is read-only/idempotent — never replay a
-//! non-idempotent call that may have arrived), and fast failure when the transport dies mid-call.
+//! non-idempotent call that may have arrived), and fast failure when the transport dies mid-call. On stdio and socket
+//! connections a call without a progress route takes the fast request path (`transport::fast_client`) with the same
+//! rules; every other call goes through rmcp's client service.
 #![allow(deprecated)] // roots are SEP-2577-deprecated but still requested by servers
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleClient;
+use rmcp::model::JsonRpcMessage;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ContentBlock, InputRequest,
     InputRequests, InputResponses, JsonObject, ListRootsResult, MetaObject, ReadResourceRequest,
     ReadResourceRequestParams, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
+use rmcp::transport::DynamicTransportError;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -21,6 +25,7 @@ use tracing::Instrument as _;
 use crate::catalog::CatalogTool;
 use crate::error::{Error, Result};
 use crate::handler::{Handlers, ProgressRoutes};
+use crate::transport::{FastCalls, FastEvent, FastRequest, LineWrite, NotBegun, finish_write};
 
 /// How long a call may run in total, as a multiple of its (progress-extended) timeout, unless
 /// [`CallOptions::max_total`] says otherwise.
@@ -140,6 +145,7 @@ pub(crate) struct CallJob {
 /// Runs one call to completion. Never panics, always returns a result or a categorized error.
 pub(crate) async fn run_call(
     peer: Peer<RoleClient>,
+    fast: Option<FastCalls>,
     job: CallJob,
     default_timeout: Duration,
     retry_delays: &[Duration],
@@ -176,9 +182,6 @@ pub(crate) async fn run_call(
                 ClientRequest::CallToolRequest(CallToolRequest::new(params))
             }
         };
-        let options = PeerRequestOptions::with_timeout(timeout)
-            .reset_timeout_on_progress()
-            .with_max_total_timeout(max_total);
         // One span per request on the wire (metadata only); a retry or an input round is a new one.
         let upstream = tracing::info_span!(
             "upstream_request",
@@ -195,30 +198,55 @@ pub(crate) async fn run_call(
                 report,
             );
         }
-        // Handing the request to rmcp waits for room in its queue; bounded like the call itself.
-        let sent = tokio::time::timeout(timeout, peer.send_request_with_option(request, options))
-            .instrument(upstream.clone())
-            .await;
-        let Ok(sent) = sent else {
-            return (
-                Err(Error::Timeout {
-                    server,
-                    tool: tool.original.clone(),
-                    after: timeout,
-                }),
-                report,
-            );
+        // The fast path needs no progress route: a caller that asks for progress goes through rmcp's handler.
+        let fast_request = match (&fast, &opts.progress) {
+            (Some(fast), None) => match fast.begin() {
+                Ok(r) => Some((fast, r)),
+                Err(NotBegun::Closed) => {
+                    report.transport_dead = true;
+                    return (
+                        Err(conn_err("the connection closed before the call was sent".into())),
+                        report,
+                    );
+                }
+                Err(NotBegun::Exhausted) => None,
+            },
+            _ => None,
         };
-        let handle = match sent {
-            Ok(h) => h,
-            Err(ServiceError::TransportClosed) => {
+        let wait = Wait {
+            timeout,
+            max_total,
+            guards: &guards,
+            user_cancel: &user_cancel,
+        };
+        let exchange = match fast_request {
+            Some((fast, r)) => {
+                fast_exchange(fast, r, request, &wait)
+                    .instrument(upstream.clone())
+                    .await
+            }
+            None => rmcp_exchange(&peer, request, &wait, opts.progress.as_ref(), &upstream).await,
+        };
+        let outcome = match exchange {
+            Exchange::Outcome(outcome) => outcome,
+            Exchange::SendTimedOut => {
+                return (
+                    Err(Error::Timeout {
+                        server,
+                        tool: tool.original.clone(),
+                        after: timeout,
+                    }),
+                    report,
+                );
+            }
+            Exchange::ClosedBeforeSent => {
                 report.transport_dead = true;
                 return (
                     Err(conn_err("the connection closed before the call was sent".into())),
                     report,
                 );
             }
-            Err(e) => {
+            Exchange::NotSent(e) => {
                 // Nothing reached the server: safe to retry on a live transport.
                 if let Some(delay) = retry_delays.get(attempt)
                     && !guards.dead.is_cancelled()
@@ -230,45 +258,37 @@ pub(crate) async fn run_call(
                 }
                 return (Err(conn_err(format!("sending the call failed: {e}"))), report);
             }
-        };
-        let id = handle.id.clone();
-        let _route = opts.progress.as_ref().map(|tx| {
-            let key = (guards.generation, handle.progress_token.clone());
-            guards.progress.insert(key.clone(), tx.clone());
-            ProgressRoute {
-                routes: &guards.progress,
-                key,
+            Exchange::Abandoned(Abandon::HardCap) => {
+                return (
+                    Err(Error::Timeout {
+                        server,
+                        tool: tool.original.clone(),
+                        after: max_total,
+                    }),
+                    report,
+                );
             }
-        });
-        // rmcp ends the wait itself at the timeout (or `max_total`); this outer bound only guarantees that a call
-        // ends even if rmcp's own ending never completes (it awaits the `notifications/cancelled` send).
-        let bounded = tokio::time::timeout(max_total + CALL_END_SLACK, handle.await_response());
-        let outcome = tokio::select! {
-            r = bounded.instrument(upstream.clone()) => match r {
-                Ok(r) => r,
-                Err(_) => {
-                    send_cancel(&peer, id, "request timed out").await;
-                    return (Err(Error::Timeout { server, tool: tool.original.clone(), after: max_total }), report);
-                }
-            },
-            _ = guards.dead.cancelled() => {
+            Exchange::Abandoned(Abandon::Dead) => {
                 report.transport_dead = true;
-                return (Err(conn_err(format!("the server exited or the connection broke during the call to `{}`", tool.original))), report);
+                return (
+                    Err(conn_err(format!(
+                        "the server exited or the connection broke during the call to `{}`",
+                        tool.original
+                    ))),
+                    report,
+                );
             }
-            _ = guards.stop.cancelled() => {
-                send_cancel(&peer, id, "client shutting down").await;
-                return (Err(Error::ShuttingDown), report);
-            }
-            _ = user_cancel.cancelled() => {
-                send_cancel(&peer, id, "cancelled by the caller").await;
-                return (Err(Error::Connection { server: server.clone(), message: format!("call to `{}` cancelled by the caller", tool.original) }), report);
+            Exchange::Abandoned(Abandon::Stop) => return (Err(Error::ShuttingDown), report),
+            Exchange::Abandoned(Abandon::Caller) => {
+                return (
+                    Err(Error::Connection {
+                        server: server.clone(),
+                        message: format!("call to `{}` cancelled by the caller", tool.original),
+                    }),
+                    report,
+                );
             }
         };
-        if _route.is_some() {
-            // rmcp hands notifications to the handler on spawned tasks: let a progress report that came just before
-            // the answer reach its route before the route goes.
-            tokio::task::yield_now().await;
-        }
         upstream.record("outcome", upstream_outcome(&outcome));
         drop(upstream);
         match outcome {
@@ -383,6 +403,178 @@ pub(crate) async fn run_call(
                 );
             }
         }
+    }
+}
+
+/// What bounds the wait for one request's answer.
+struct Wait<'a> {
+    timeout: Duration,
+    max_total: Duration,
+    guards: &'a CallGuards,
+    user_cancel: &'a CancellationToken,
+}
+
+/// How one request on the wire went.
+#[allow(clippy::large_enum_variant)] // returned once per request; boxing the outcome would add an allocation
+enum Exchange {
+    /// The server's answer, or how the request failed after it was handed to the transport.
+    Outcome(std::result::Result<ServerResult, ServiceError>),
+    /// Handing the request to rmcp did not finish within the call's timeout.
+    SendTimedOut,
+    /// The connection was closed before the request was handed over.
+    ClosedBeforeSent,
+    /// Handing the request over failed: nothing reached the server.
+    NotSent(ServiceError),
+    /// The call stopped waiting (a cancellation was sent where the server may still be working on it).
+    Abandoned(Abandon),
+}
+
+enum Abandon {
+    /// The outer bound past `max_total` ran out.
+    HardCap,
+    /// The transport was found dead.
+    Dead,
+    /// The server actor stops.
+    Stop,
+    /// The caller cancelled.
+    Caller,
+}
+
+/// One request through rmcp's service: its id, progress token and progress-extended timeout.
+async fn rmcp_exchange(
+    peer: &Peer<RoleClient>,
+    request: ClientRequest,
+    wait: &Wait<'_>,
+    progress: Option<&tokio::sync::mpsc::UnboundedSender<CallProgress>>,
+    upstream: &tracing::Span,
+) -> Exchange {
+    let options = PeerRequestOptions::with_timeout(wait.timeout)
+        .reset_timeout_on_progress()
+        .with_max_total_timeout(wait.max_total);
+    // Handing the request to rmcp waits for room in its queue; bounded like the call itself.
+    let sent = tokio::time::timeout(wait.timeout, peer.send_request_with_option(request, options))
+        .instrument(upstream.clone())
+        .await;
+    let Ok(sent) = sent else {
+        return Exchange::SendTimedOut;
+    };
+    let handle = match sent {
+        Ok(h) => h,
+        Err(ServiceError::TransportClosed) => return Exchange::ClosedBeforeSent,
+        Err(e) => return Exchange::NotSent(e),
+    };
+    let id = handle.id.clone();
+    let guards = wait.guards;
+    let _route = progress.map(|tx| {
+        let key = (guards.generation, handle.progress_token.clone());
+        guards.progress.insert(key.clone(), tx.clone());
+        ProgressRoute {
+            routes: &guards.progress,
+            key,
+        }
+    });
+    // rmcp ends the wait itself at the timeout (or `max_total`); this outer bound only guarantees that a call
+    // ends even if rmcp's own ending never completes (it awaits the `notifications/cancelled` send).
+    let bounded = tokio::time::timeout(wait.max_total + CALL_END_SLACK, handle.await_response());
+    let outcome = tokio::select! {
+        r = bounded.instrument(upstream.clone()) => match r {
+            Ok(r) => r,
+            Err(_) => {
+                send_cancel(peer, id, "request timed out").await;
+                return Exchange::Abandoned(Abandon::HardCap);
+            }
+        },
+        _ = guards.dead.cancelled() => return Exchange::Abandoned(Abandon::Dead),
+        _ = guards.stop.cancelled() => {
+            send_cancel(peer, id, "client shutting down").await;
+            return Exchange::Abandoned(Abandon::Stop);
+        }
+        _ = wait.user_cancel.cancelled() => {
+            send_cancel(peer, id, "cancelled by the caller").await;
+            return Exchange::Abandoned(Abandon::Caller);
+        }
+    };
+    if _route.is_some() {
+        // rmcp hands notifications to the handler on spawned tasks: let a progress report that came just before
+        // the answer reach its route before the route goes.
+        tokio::task::yield_now().await;
+    }
+    Exchange::Outcome(outcome)
+}
+
+/// One request on the fast path of a line-framed connection (`transport::fast_client`): written beside rmcp,
+/// answered straight from the transport. Same bounds as rmcp's path: the timeout restarts on the server's progress
+/// for this request, `max_total` caps it, and every way of giving up sends `notifications/cancelled`.
+async fn fast_exchange(fast: &FastCalls, mut req: FastRequest, request: ClientRequest, wait: &Wait<'_>) -> Exchange {
+    let mut write: Option<LineWrite> = Some(req.send(request));
+    let idle = tokio::time::sleep(wait.timeout);
+    let total = tokio::time::sleep(wait.max_total);
+    tokio::pin!(idle, total);
+    let guards = wait.guards;
+    // An unfinished write is completed in the background (never cut mid-line) before the cancellation is written.
+    let id = req.id();
+    let give_up = |write: Option<LineWrite>, reason: &'static str| {
+        if let Some(w) = write {
+            finish_write(w);
+        }
+        fast_cancel(fast, id, reason)
+    };
+    loop {
+        tokio::select! {
+            biased;
+            written = async { match write.as_mut() { Some(w) => w.await, None => std::future::pending().await } },
+                if write.is_some() =>
+            {
+                write = None;
+                match written {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotConnected => return Exchange::ClosedBeforeSent,
+                    Err(e) => {
+                        let e = DynamicTransportError::from_parts(
+                            "LineTransport",
+                            std::any::TypeId::of::<FastCalls>(),
+                            Box::new(e),
+                        );
+                        return Exchange::Outcome(Err(ServiceError::TransportSend(e)));
+                    }
+                }
+            }
+            event = req.next() => match event {
+                FastEvent::Answer(JsonRpcMessage::Response(r)) => return Exchange::Outcome(Ok(r.result)),
+                FastEvent::Answer(JsonRpcMessage::Error(e)) => {
+                    return Exchange::Outcome(Err(ServiceError::McpError(e.error)));
+                }
+                FastEvent::Answer(_) => return Exchange::Outcome(Err(ServiceError::UnexpectedResponse)),
+                FastEvent::Closed => return Exchange::Outcome(Err(ServiceError::TransportClosed)),
+                FastEvent::Progress => idle.as_mut().reset(tokio::time::Instant::now() + wait.timeout),
+            },
+            () = &mut idle => {
+                give_up(write.take(), "request timeout").await;
+                return Exchange::Outcome(Err(ServiceError::Timeout { timeout: wait.timeout }));
+            }
+            () = &mut total => {
+                give_up(write.take(), "maximum total timeout exceeded").await;
+                return Exchange::Outcome(Err(ServiceError::Timeout { timeout: wait.max_total }));
+            }
+            _ = guards.dead.cancelled() => return Exchange::Abandoned(Abandon::Dead),
+            _ = guards.stop.cancelled() => {
+                give_up(write.take(), "client shutting down").await;
+                return Exchange::Abandoned(Abandon::Stop);
+            }
+            _ = wait.user_cancel.cancelled() => {
+                give_up(write.take(), "cancelled by the caller").await;
+                return Exchange::Abandoned(Abandon::Caller);
+            }
+        }
+    }
+}
+
+/// Writes `notifications/cancelled` for a fast request, waiting at most as long as [`send_cancel`] does; a write
+/// still unfinished then completes in the background.
+async fn fast_cancel(fast: &FastCalls, id: u64, reason: &str) {
+    let mut write = fast.cancel(id, reason);
+    if tokio::time::timeout(Duration::from_secs(1), &mut write).await.is_err() {
+        finish_write(write);
     }
 }
 
@@ -539,3 +731,7 @@ fn provably_not_delivered(e: &ServiceError) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+#[path = "call_tests.rs"]
+mod tests;

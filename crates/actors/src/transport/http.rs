@@ -262,5 +262,6 @@ pub(super) async fn connect<H: ClientHandler>(
         resumed: state.resumed(),
         child: None,
         http: Some(state),
+        fast: None,
     })
 }

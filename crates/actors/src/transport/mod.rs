@@ -7,6 +7,7 @@
 
 mod cancel_on_close;
 mod error;
+mod fast_client;
 mod handshake;
 mod http;
 mod lines;
@@ -28,6 +29,9 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 pub use error::ConnectError;
+#[cfg(test)]
+pub(crate) use fast_client::FIRST_FAST_ID;
+pub(crate) use fast_client::{FastCalls, FastEvent, FastRequest, LineWrite, NotBegun, finish_write};
 pub use lines::{FastDecode, LineTransport, LineWriter, MAX_LINE_LENGTH, Skip, decode_line};
 pub use probe::{ProbeFinding, probe_endpoint};
 pub use resume::SessionResume;
@@ -115,6 +119,8 @@ pub struct Connection<H: ClientHandler> {
     pub resumed: bool,
     child: Option<ChildProcess>,
     http: Option<Arc<resume::SessionState>>,
+    /// Line-framed connections without a protocol trace: the fast request path beside rmcp.
+    fast: Option<FastCalls>,
 }
 
 impl<H: ClientHandler> std::fmt::Debug for Connection<H> {
@@ -139,6 +145,12 @@ pub enum CloseOutcome {
 }
 
 impl<H: ClientHandler> Connection<H> {
+    /// The fast request path for tool calls and resource reads (child stdio and Unix sockets without a protocol
+    /// trace; see `fast_client`).
+    pub(crate) fn fast_calls(&self) -> Option<FastCalls> {
+        self.fast.clone()
+    }
+
     /// The current `Mcp-Session-Id` (it changes when the transport re-initializes after a 404).
     pub fn current_session_id(&self) -> Option<String> {
         self.http.as_ref().and_then(|s| s.current_session())

@@ -4,6 +4,7 @@ use pimcp_config::SocketTransport;
 use rmcp::{ClientHandler, ClientServiceExt as _};
 use tokio::time::Instant;
 
+use super::fast_client::{FastLink, fast_client};
 use super::handshake::{self, Abort};
 use super::{ConnectError, ConnectSpec, Connection, TransportKind};
 use crate::process::StderrTail;
@@ -42,16 +43,15 @@ pub(super) async fn connect<H: ClientHandler>(
             }
         })?;
     let (read, write) = stream.into_split();
+    let lines = super::LineTransport::<rmcp::RoleClient, _, _>::new(read, write);
+    let writer = lines.writer();
+    let (lines, fast) = fast_client(lines, writer);
     let lifecycle = handshake::lifecycle(spec.server.protocol, spec.era_hint);
     let client = handshake::bounded(
         deadline,
         &spec.cancel,
         handler.serve_with_lifecycle(
-            crate::trace::traced(
-                super::LineTransport::<rmcp::RoleClient, _, _>::new(read, write),
-                spec.trace.as_ref(),
-                TransportKind::UnixSocket,
-            ),
+            crate::trace::traced(lines, spec.trace.as_ref(), TransportKind::UnixSocket),
             lifecycle,
         ),
     )
@@ -69,6 +69,11 @@ pub(super) async fn connect<H: ClientHandler>(
             stderr: String::new(),
         });
     };
+    // The trace records what passes through the transport stack; fast requests bypass it.
+    let fast = spec.trace.is_none().then(|| {
+        let meta = FastLink::meta_of(&client);
+        fast.ready(meta)
+    });
     Ok(Connection {
         client,
         era: n.era,
@@ -84,5 +89,6 @@ pub(super) async fn connect<H: ClientHandler>(
         resumed: false,
         child: None,
         http: None,
+        fast,
     })
 }

@@ -317,6 +317,7 @@ pub(super) async fn connect<H: ClientHandler>(
         resumed: false,
         child: None,
         http: None,
+        fast: None,
     })
 }
 

@@ -9,6 +9,7 @@ use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt as _};
 use tokio::time::Instant;
 
 use super::cancel_on_close::CancelOnClose;
+use super::fast_client::{FastLink, fast_client};
 use super::handshake::{self, Abort};
 use super::secrets::{self, Redactor};
 use super::{ConnectError, ConnectSpec, Connection, TransportKind};
@@ -177,12 +178,11 @@ async fn attempt<H: ClientHandler>(
     let shimmed = child.is_shimmed();
     tracing::debug!(server = %name, pid, shimmed, "spawned stdio server");
 
+    let lines = super::LineTransport::<rmcp::RoleClient, _, _>::new(spawned.stdout, spawned.stdin);
+    let writer = lines.writer();
+    let (lines, fast) = fast_client(lines, writer);
     // Outside the trace, so the cancellations sent at close are traced too.
-    let transport = CancelOnClose::new(crate::trace::traced(
-        super::LineTransport::<rmcp::RoleClient, _, _>::new(spawned.stdout, spawned.stdin),
-        spec.trace.as_ref(),
-        TransportKind::Stdio,
-    ));
+    let transport = CancelOnClose::new(crate::trace::traced(lines, spec.trace.as_ref(), TransportKind::Stdio));
     let handshake_fut = handler.serve_with_lifecycle(transport, lifecycle);
     enum Step<T> {
         Done(T),
@@ -201,6 +201,11 @@ async fn attempt<H: ClientHandler>(
     };
     match step {
         Step::Done(Ok(client)) => {
+            // The trace records what passes through the transport stack; fast requests bypass it.
+            let fast = spec.trace.is_none().then(|| {
+                let meta = FastLink::meta_of(&client);
+                fast.ready(meta)
+            });
             let Some(n) = handshake::negotiated(&client) else {
                 child.kill_now().await;
                 return Err(Failure::Error(ConnectError::Protocol {
@@ -224,6 +229,7 @@ async fn attempt<H: ClientHandler>(
                 resumed: false,
                 child: Some(child),
                 http: None,
+                fast,
             })
         }
         Step::Done(Err(error)) => {

@@ -1,0 +1,613 @@
+//! The fast request path of line-framed client connections (child stdio, Unix sockets): requests the runtime writes
+//! itself beside rmcp, and a transport wrapper under rmcp that hands their answers straight back.
+//!
+//! rmcp's client sends a request by queueing it to its service task, which assigns an id, spawns the write, later
+//! matches the response in its loop and hands it over through a oneshot; `await_response` adds its own timeout and
+//! progress bookkeeping. A proxied tool call needs none of that machinery: [`FastCalls::begin`] registers an id from
+//! a range rmcp never uses (rmcp counts `u32` ids from 0; fast ids start at 2³² and stay below 2⁵³, so they survive
+//! any JSON parser), the request is written with the transport's [`LineWriter`] (same lock and framing as rmcp's own
+//! sends), and [`FastClient::receive`] delivers a response or error with a fast id to its [`FastRequest`] instead of
+//! passing it up. `notifications/progress` for a fast request's progress token (the same number as its id) count as
+//! progress on that request (they restart its timeout, as rmcp's `reset_timeout_on_progress` does) and are not
+//! passed up either. Everything else goes to rmcp unchanged. A response to a fast id nobody waits for (the call was
+//! cancelled or timed out) is dropped.
+//!
+//! When the stream ends, every waiting fast request learns that the connection closed, and later ones are refused;
+//! at close, the wrapper first sends `notifications/cancelled` for every fast request still waiting, as
+//! `CancelOnClose` does for rmcp's.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, ClientRequest,
+    GetMeta as _, JsonRpcMessage, NumberOrString, ProgressToken, RequestId, RequestMetaObject, ServerJsonRpcMessage,
+    ServerNotification,
+};
+use rmcp::transport::Transport;
+use tokio::io::AsyncWrite;
+use tokio::sync::Notify;
+
+use super::LineWriter;
+
+/// The first fast request id: above every id rmcp's `u32` counter can produce.
+pub(crate) const FIRST_FAST_ID: u64 = 1 << 32;
+/// One past the last fast id: JSON numbers stay exact below 2⁵³.
+const FAST_ID_END: u64 = 1 << 53;
+/// Upper bound for writing the cancellations of waiting fast requests at close.
+const CANCEL_WRITE_LIMIT: Duration = Duration::from_millis(500);
+/// The `reason` of the cancellations sent at close.
+const CLOSE_REASON: &str = "the client is closing the connection";
+
+/// Writing one line. It owns what it needs: a caller that stops waiting for it must not drop it half-way (that
+/// would leave half a line on the stream), so it hands it to [`finish_write`] instead.
+pub(crate) type LineWrite = Pin<Box<dyn Future<Output = std::io::Result<()>> + Send + 'static>>;
+
+/// Lets an unfinished line write complete in the background, so the stream's framing stays intact.
+pub(crate) fn finish_write(write: LineWrite) {
+    tokio::spawn(async move {
+        if let Err(e) = write.await {
+            tracing::debug!(error = %e, "a fast request line could not be written");
+        }
+    });
+}
+
+/// Writes one line to the connection's stream; the transport's [`LineWriter`] with its stream type erased.
+trait LineSink: Send + Sync {
+    fn send_line(&self, line: Vec<u8>) -> LineWrite;
+}
+
+impl<W: AsyncWrite + Send + Unpin + 'static> LineSink for LineWriter<W> {
+    fn send_line(&self, line: Vec<u8>) -> LineWrite {
+        let writer = self.clone();
+        Box::pin(async move { writer.send_line(line).await })
+    }
+}
+
+/// State shared by the wrapper (which delivers) and the request side (which registers and writes).
+struct Shared {
+    sink: Box<dyn LineSink>,
+    next_id: AtomicU64,
+    pending: Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// The stream ended or the transport was closed: no fast request can be answered any more.
+    closed: bool,
+    waiting: HashMap<u64, Arc<Slot>>,
+}
+
+/// Where the wrapper leaves what happened to one fast request, and how it wakes the request's task.
+#[derive(Default)]
+struct Slot {
+    state: Mutex<SlotState>,
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct SlotState {
+    answer: Option<ServerJsonRpcMessage>,
+    closed: bool,
+    progress: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    fn pending(&self) -> MutexGuard<'_, Pending> {
+        lock(&self.pending)
+    }
+
+    /// Takes `message` when it belongs to a fast request (delivered, or dropped when nobody waits for it); gives it
+    /// back otherwise.
+    fn claim(&self, message: ServerJsonRpcMessage) -> Option<ServerJsonRpcMessage> {
+        let id = match &message {
+            JsonRpcMessage::Response(r) => fast_number(&r.id),
+            JsonRpcMessage::Error(e) => e.id.as_ref().and_then(fast_number),
+            JsonRpcMessage::Notification(n) => match &n.notification {
+                ServerNotification::ProgressNotification(p) => {
+                    let Some(token) = fast_number(&p.params.progress_token.0) else {
+                        return Some(message);
+                    };
+                    if let Some(slot) = self.pending().waiting.get(&token).cloned() {
+                        lock(&slot.state).progress += 1;
+                        slot.wake.notify_one();
+                    }
+                    return None;
+                }
+                _ => None,
+            },
+            JsonRpcMessage::Request(_) => None,
+        };
+        let Some(id) = id else { return Some(message) };
+        let slot = self.pending().waiting.remove(&id);
+        match slot {
+            Some(slot) => {
+                lock(&slot.state).answer = Some(message);
+                slot.wake.notify_one();
+            }
+            None => tracing::debug!(id, "dropping the answer to a fast request nobody waits for"),
+        }
+        None
+    }
+
+    /// Marks the connection closed, wakes every waiting request, and returns their ids.
+    fn close_all(&self) -> Vec<u64> {
+        let drained: Vec<(u64, Arc<Slot>)> = {
+            let mut pending = self.pending();
+            pending.closed = true;
+            pending.waiting.drain().collect()
+        };
+        let mut ids = Vec::with_capacity(drained.len());
+        for (id, slot) in drained {
+            lock(&slot.state).closed = true;
+            slot.wake.notify_one();
+            ids.push(id);
+        }
+        ids.sort_unstable();
+        ids
+    }
+}
+
+/// A fast id, if `id` is one.
+fn fast_number(id: &NumberOrString) -> Option<u64> {
+    match id {
+        NumberOrString::Number(n) => u64::try_from(*n).ok().filter(|n| *n >= FIRST_FAST_ID),
+        NumberOrString::String(_) => None,
+    }
+}
+
+fn request_id(id: u64) -> RequestId {
+    // Fast ids are below 2⁵³, so they fit an i64.
+    NumberOrString::Number(i64::try_from(id).unwrap_or(i64::MAX))
+}
+
+fn cancellation(id: u64, reason: &str) -> ClientJsonRpcMessage {
+    let notification = CancelledNotification::new(CancelledNotificationParam::new(
+        Some(request_id(id)),
+        Some(reason.to_owned()),
+    ));
+    ClientJsonRpcMessage::notification(ClientNotification::CancelledNotification(notification))
+}
+
+/// Wraps a line-framed client transport (see the module docs); build with [`fast_client`].
+pub(crate) struct FastClient<T> {
+    inner: T,
+    shared: Arc<Shared>,
+}
+
+/// The request side of a [`FastClient`] before the handshake finished; [`FastLink::ready`] turns it into
+/// [`FastCalls`] once the per-request `_meta` is known.
+pub(crate) struct FastLink {
+    shared: Arc<Shared>,
+}
+
+/// Puts a [`FastClient`] around `inner`, writing fast requests with `writer` (from the same [`super::LineTransport`]).
+pub(crate) fn fast_client<T, W>(inner: T, writer: LineWriter<W>) -> (FastClient<T>, FastLink)
+where
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let shared = Arc::new(Shared {
+        sink: Box::new(writer),
+        next_id: AtomicU64::new(FIRST_FAST_ID),
+        pending: Mutex::default(),
+    });
+    (
+        FastClient {
+            inner,
+            shared: shared.clone(),
+        },
+        FastLink { shared },
+    )
+}
+
+impl FastLink {
+    /// The request side, sending `meta` in every request's `_meta` (what rmcp sends on this connection: the
+    /// protocol version, client info and capabilities on a 2026-07-28 connection, nothing on a legacy one) beside
+    /// the progress token.
+    pub(crate) fn ready(self, meta: RequestMetaObject) -> FastCalls {
+        FastCalls {
+            shared: self.shared,
+            meta: Arc::new(meta),
+        }
+    }
+
+    /// The `_meta` rmcp adds to every request on `client`'s connection, besides the progress token.
+    pub(crate) fn meta_of<S: rmcp::Service<RoleClient>>(
+        client: &rmcp::service::RunningService<RoleClient, S>,
+    ) -> RequestMetaObject {
+        let mut meta = RequestMetaObject::default();
+        if let Some(info) = client.peer_info()
+            && !info.protocol_version.has_initialize()
+        {
+            let config = client.service().get_info();
+            meta.set_protocol_version(info.protocol_version.clone());
+            meta.set_client_info(config.client_info);
+            meta.set_client_capabilities(config.capabilities);
+        }
+        meta
+    }
+}
+
+/// Sends fast requests on one connection; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct FastCalls {
+    shared: Arc<Shared>,
+    meta: Arc<RequestMetaObject>,
+}
+
+impl std::fmt::Debug for FastCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastCalls").finish_non_exhaustive()
+    }
+}
+
+/// Why [`FastCalls::begin`] gave no request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotBegun {
+    /// The connection's stream ended or it was closed.
+    Closed,
+    /// Every fast id has been used (after 2⁵³ − 2³² requests): use rmcp's path.
+    Exhausted,
+}
+
+impl FastCalls {
+    /// Registers a new fast request (its answer is kept from now on, until it is dropped).
+    pub(crate) fn begin(&self) -> Result<FastRequest, NotBegun> {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        if id >= FAST_ID_END {
+            return Err(NotBegun::Exhausted);
+        }
+        let slot = Arc::new(Slot::default());
+        {
+            let mut pending = self.shared.pending();
+            if pending.closed {
+                return Err(NotBegun::Closed);
+            }
+            pending.waiting.insert(id, slot.clone());
+        }
+        Ok(FastRequest {
+            calls: self.clone(),
+            id,
+            slot,
+            progress_seen: 0,
+        })
+    }
+
+    /// Whether the connection's stream ended (or it was closed): the transport is dead even if rmcp's service has
+    /// not noticed yet.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.shared.pending().closed
+    }
+
+    /// Writes `notifications/cancelled` for request `id`.
+    pub(crate) fn cancel(&self, id: u64, reason: &str) -> LineWrite {
+        match serde_json::to_vec(&cancellation(id, reason)) {
+            Ok(line) => self.shared.sink.send_line(line),
+            Err(e) => Box::pin(std::future::ready(Err(std::io::Error::other(e)))),
+        }
+    }
+
+    /// Fast requests waiting for their answer (tests and diagnostics).
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.shared.pending().waiting.len()
+    }
+}
+
+/// What happened to a fast request while its task waited.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // moved once per call; boxing the answer would add an allocation per call
+pub(crate) enum FastEvent {
+    /// Its response or JSON-RPC error.
+    Answer(ServerJsonRpcMessage),
+    /// The connection closed before the answer came.
+    Closed,
+    /// The server reported progress on it.
+    Progress,
+}
+
+/// One registered fast request; dropping it forgets the request (a late answer is then dropped).
+pub(crate) struct FastRequest {
+    calls: FastCalls,
+    id: u64,
+    slot: Arc<Slot>,
+    progress_seen: u64,
+}
+
+impl FastRequest {
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The request's id as rmcp types it.
+    pub(crate) fn request_id(&self) -> RequestId {
+        request_id(self.id)
+    }
+
+    /// Writes `request` with this request's id, and its id as progress token in `_meta` beside the connection's
+    /// per-request metadata, exactly as rmcp would send it.
+    pub(crate) fn send(&self, mut request: ClientRequest) -> LineWrite {
+        let meta = request.get_meta_mut();
+        meta.extend((*self.calls.meta).clone());
+        meta.set_progress_token(ProgressToken(request_id(self.id)));
+        let message = ClientJsonRpcMessage::request(request, self.request_id());
+        match serde_json::to_vec(&message) {
+            Ok(line) => self.calls.shared.sink.send_line(line),
+            Err(e) => Box::pin(std::future::ready(Err(std::io::Error::other(e)))),
+        }
+    }
+
+    /// Waits for the next thing that happens to this request. Cancel-safe.
+    pub(crate) async fn next(&mut self) -> FastEvent {
+        loop {
+            {
+                let mut state = lock(&self.slot.state);
+                if let Some(answer) = state.answer.take() {
+                    return FastEvent::Answer(answer);
+                }
+                if state.closed {
+                    return FastEvent::Closed;
+                }
+                if state.progress != self.progress_seen {
+                    self.progress_seen = state.progress;
+                    return FastEvent::Progress;
+                }
+            }
+            self.slot.wake.notified().await;
+        }
+    }
+}
+
+impl Drop for FastRequest {
+    fn drop(&mut self) {
+        self.calls.shared.pending().waiting.remove(&self.id);
+    }
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for FastClient<T> {
+    type Error = T::Error;
+
+    fn name() -> Cow<'static, str> {
+        T::name()
+    }
+
+    fn send(&mut self, item: ClientJsonRpcMessage) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+        loop {
+            let Some(message) = self.inner.receive().await else {
+                self.shared.close_all();
+                return None;
+            };
+            if let Some(message) = self.shared.claim(message) {
+                return Some(message);
+            }
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        let ids = self.shared.close_all();
+        async move {
+            let deadline = tokio::time::Instant::now() + CANCEL_WRITE_LIMIT;
+            for id in ids {
+                match tokio::time::timeout_at(deadline, self.inner.send(cancellation(id, CLOSE_REASON))).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => break,
+                    Err(_) => {
+                        tracing::debug!("cancellations at close were not written within {CANCEL_WRITE_LIMIT:?}");
+                        break;
+                    }
+                }
+            }
+            self.inner.close().await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::transport::LineTransport;
+    use rmcp::model::{CallToolRequest, CallToolRequestParams};
+    use serde_json::{Value, json};
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+    fn echo(text: &str) -> ClientRequest {
+        let mut params = CallToolRequestParams::new("echo");
+        params.arguments = json!({ "text": text }).as_object().cloned();
+        ClientRequest::CallToolRequest(CallToolRequest::new(params))
+    }
+
+    /// A fast client over a pipe pair, with the server's ends: what we write, and where it writes to us.
+    struct Rig {
+        client: FastClient<LineTransport<RoleClient, tokio::io::DuplexStream, tokio::io::DuplexStream>>,
+        calls: FastCalls,
+        from_client: BufReader<tokio::io::DuplexStream>,
+        to_client: tokio::io::DuplexStream,
+    }
+
+    fn rig(meta: RequestMetaObject) -> Rig {
+        let (read, to_client) = tokio::io::duplex(64 * 1024);
+        let (from_client, write) = tokio::io::duplex(64 * 1024);
+        let lines = LineTransport::<RoleClient, _, _>::new(read, write);
+        let writer = lines.writer();
+        let (client, link) = fast_client(lines, writer);
+        Rig {
+            client,
+            calls: link.ready(meta),
+            from_client: BufReader::new(from_client),
+            to_client,
+        }
+    }
+
+    impl Rig {
+        async fn read_line(&mut self) -> Value {
+            let mut line = String::new();
+            self.from_client.read_line(&mut line).await.unwrap();
+            serde_json::from_str(&line).unwrap()
+        }
+
+        async fn write_line(&mut self, v: Value) {
+            let mut line = serde_json::to_vec(&v).unwrap();
+            line.push(b'\n');
+            self.to_client.write_all(&line).await.unwrap();
+        }
+    }
+
+    fn result(id: Value, text: &str) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}})
+    }
+
+    /// Fast requests go out with ids (and progress tokens) above rmcp's `u32` range and the connection's `_meta`;
+    /// their answers, errors and progress reach them and not rmcp; rmcp's own messages and ids pass through; an
+    /// answer to a fast id nobody waits for is dropped.
+    #[tokio::test]
+    async fn fast_answers_reach_their_requests_and_everything_else_reaches_rmcp() {
+        let mut meta = RequestMetaObject::default();
+        meta.set_protocol_version(rmcp::model::ProtocolVersion::V_2026_07_28);
+        let mut rig = rig(meta);
+        let mut a = rig.calls.begin().unwrap();
+        let mut b = rig.calls.begin().unwrap();
+        assert_eq!(a.id(), FIRST_FAST_ID);
+        assert_eq!(b.id(), FIRST_FAST_ID + 1);
+        a.send(echo("a")).await.unwrap();
+        b.send(echo("b")).await.unwrap();
+        // rmcp's own send goes through the same stream.
+        let ping = ClientJsonRpcMessage::request(
+            ClientRequest::PingRequest(rmcp::model::PingRequest::default()),
+            RequestId::Number(i64::from(u32::MAX)),
+        );
+        rig.client.send(ping).await.unwrap();
+        let sent_a = rig.read_line().await;
+        let sent_b = rig.read_line().await;
+        let sent_ping = rig.read_line().await;
+        assert_eq!(sent_a["id"], json!(FIRST_FAST_ID));
+        assert_eq!(sent_a["method"], "tools/call");
+        assert_eq!(sent_a["params"]["name"], "echo");
+        assert_eq!(sent_a["params"]["arguments"], json!({"text": "a"}));
+        assert_eq!(sent_a["params"]["_meta"]["progressToken"], json!(FIRST_FAST_ID));
+        assert_eq!(
+            sent_a["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28",
+            "{sent_a}"
+        );
+        assert_eq!(sent_b["id"], json!(FIRST_FAST_ID + 1));
+        assert_eq!(sent_ping["id"], json!(u32::MAX), "{sent_ping}");
+
+        // Out of order, with rmcp's traffic and strays in between.
+        rig.write_line(result(json!(FIRST_FAST_ID + 1), "B")).await;
+        rig.write_line(result(json!(7), "rmcp's")).await;
+        rig.write_line(result(json!(FIRST_FAST_ID + 99), "nobody's")).await;
+        rig.write_line(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": FIRST_FAST_ID, "progress": 1}}))
+            .await;
+        rig.write_line(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": 3, "progress": 1}}))
+            .await;
+        rig.write_line(json!({"jsonrpc": "2.0", "id": FIRST_FAST_ID, "error": {"code": -32602, "message": "bad"}}))
+            .await;
+        rig.write_line(json!({"jsonrpc": "2.0", "id": "x", "result": {}})).await;
+
+        let got = rig.client.receive().await.unwrap();
+        assert!(
+            matches!(got, JsonRpcMessage::Response(ref r) if r.id == RequestId::Number(7)),
+            "{got:?}"
+        );
+        let got = rig.client.receive().await.unwrap();
+        assert!(
+            matches!(got, JsonRpcMessage::Notification(ref n) if matches!(&n.notification,
+                ServerNotification::ProgressNotification(p) if p.params.progress_token.0 == NumberOrString::Number(3))),
+            "{got:?}"
+        );
+        // The fast progress (read before the token-3 one) has reached `a`; its error is not read yet.
+        assert!(matches!(a.next().await, FastEvent::Progress));
+        let got = rig.client.receive().await.unwrap();
+        assert!(
+            matches!(got, JsonRpcMessage::Response(ref r) if r.id == RequestId::String("x".into())),
+            "{got:?}"
+        );
+        match b.next().await {
+            FastEvent::Answer(JsonRpcMessage::Response(r)) => assert_eq!(r.id, b.request_id()),
+            other => panic!("{other:?}"),
+        }
+        match a.next().await {
+            FastEvent::Answer(JsonRpcMessage::Error(e)) => assert_eq!(e.error.code.0, -32602),
+            other => panic!("{other:?}"),
+        }
+        drop((a, b));
+        assert_eq!(rig.calls.waiting(), 0);
+    }
+
+    /// End of stream wakes every waiting fast request with `Closed` and refuses new ones; `close` sends
+    /// `notifications/cancelled` for the requests still waiting, then closes the stream.
+    #[tokio::test]
+    async fn end_of_stream_fails_waiting_requests_and_close_cancels_them() {
+        let mut rig = rig(RequestMetaObject::default());
+        let mut waiting = rig.calls.begin().unwrap();
+        waiting.send(echo("x")).await.unwrap();
+        let sent = rig.read_line().await;
+        assert!(
+            sent["params"]["_meta"]
+                .get("io.modelcontextprotocol/protocolVersion")
+                .is_none(),
+            "{sent}"
+        );
+        let Rig {
+            mut client,
+            calls,
+            from_client,
+            to_client,
+        } = rig;
+        drop(to_client);
+        assert!(client.receive().await.is_none());
+        assert!(matches!(waiting.next().await, FastEvent::Closed));
+        assert_eq!(calls.begin().err(), Some(NotBegun::Closed));
+
+        // A second connection: close with one request waiting.
+        let mut rig2 = rig_with_waiting().await;
+        let id = rig2.1;
+        rig2.0.client.close().await.unwrap();
+        let cancel = rig2.0.read_line().await;
+        assert_eq!(cancel["method"], "notifications/cancelled");
+        assert_eq!(cancel["params"]["requestId"], json!(id));
+        let mut rest = String::new();
+        assert_eq!(
+            rig2.0.from_client.read_line(&mut rest).await.unwrap(),
+            0,
+            "closed after: {rest}"
+        );
+        assert!(matches!(rig2.2.next().await, FastEvent::Closed));
+        drop(from_client);
+    }
+
+    async fn rig_with_waiting() -> (Rig, u64, FastRequest) {
+        let mut rig = rig(RequestMetaObject::default());
+        let r = rig.calls.begin().unwrap();
+        r.send(echo("y")).await.unwrap();
+        let _ = rig.read_line().await;
+        let id = r.id();
+        (rig, id, r)
+    }
+
+    #[test]
+    fn fast_ids_are_told_apart_from_rmcps() {
+        assert_eq!(fast_number(&NumberOrString::Number(0)), None);
+        assert_eq!(fast_number(&NumberOrString::Number(i64::from(u32::MAX))), None);
+        assert_eq!(fast_number(&NumberOrString::Number(-1)), None);
+        assert_eq!(fast_number(&NumberOrString::String("4294967296".into())), None);
+        assert_eq!(fast_number(&NumberOrString::Number(1 << 32)), Some(FIRST_FAST_ID));
+        const { assert!(FAST_ID_END <= 1 << 53) };
+    }
+}
