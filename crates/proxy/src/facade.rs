@@ -277,11 +277,15 @@ impl Proxy {
             }),
         };
         proxy.spawn_indexer();
+        crate::validate::warm_up();
         Ok(proxy)
     }
 
     /// Rebuilds the search index in the background whenever the runtime publishes a new catalog, so queries find it
-    /// ready. Stops when the last clone of the proxy is dropped.
+    /// ready. The build runs on a blocking-pool thread: on a current-thread runtime (`pimcp-run`) a call's messages
+    /// never wait behind it (a catalog lands, e.g. from the discovery that follows an early first call, while that
+    /// call's answer is on its way). A search that comes during a build waits for it (the index lock), as before.
+    /// Stops when the last clone of the proxy is dropped.
     fn spawn_indexer(&self) {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return;
@@ -293,7 +297,12 @@ impl Proxy {
                 {
                     let Some(inner) = weak.upgrade() else { return };
                     let proxy = Proxy { inner };
-                    let _ = proxy.indexed();
+                    let built = tokio::task::spawn_blocking(move || {
+                        let _ = proxy.indexed();
+                    });
+                    if built.await.is_err() {
+                        return;
+                    }
                 }
                 if rx.changed().await.is_err() {
                     return;
