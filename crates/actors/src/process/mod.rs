@@ -204,22 +204,28 @@ impl SpawnPlan {
             cmd.env(k, v);
         }
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        // SAFETY: runs between fork and exec; prctl, sigprocmask and getppid are async-signal-safe and allocate
-        // nothing.
-        #[allow(
-            unsafe_code,
-            reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child"
-        )]
-        unsafe {
-            cmd.pre_exec(move || {
-                sys::set_parent_death_signal(libc::SIGKILL)?;
-                // The child inherits the spawning thread's signal mask; start it with none blocked.
-                sys::reset_signal_mask()?;
-                if sys::parent_pid() != our_pid {
-                    return Err(std::io::Error::other("parent exited during spawn"));
-                }
-                Ok(())
-            });
+        // The shim arms its own parent-death signal first thing, checks that its parent is still `our_pid` (else it
+        // exits before starting anything) and resets the server's signal mask itself: it needs no hook here. Without
+        // a hook std spawns with posix_spawn (a vfork-style clone) instead of forking this whole process, whose
+        // page tables (tens of MiB resident) fork would copy and then take write faults on.
+        if self.shim.is_none() {
+            // SAFETY: runs between fork and exec; prctl, sigprocmask and getppid are async-signal-safe and allocate
+            // nothing.
+            #[allow(
+                unsafe_code,
+                reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child"
+            )]
+            unsafe {
+                cmd.pre_exec(move || {
+                    sys::set_parent_death_signal(libc::SIGKILL)?;
+                    // The child inherits the spawning thread's signal mask; start it with none blocked.
+                    sys::reset_signal_mask()?;
+                    if sys::parent_pid() != our_pid {
+                        return Err(std::io::Error::other("parent exited during spawn"));
+                    }
+                    Ok(())
+                });
+            }
         }
         let mut wrapped = CommandWrap::from(cmd);
         wrapped.wrap(ProcessGroup::leader());
