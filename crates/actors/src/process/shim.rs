@@ -4,8 +4,9 @@
 //! Invocation (hidden; any host binary can serve it through [`shim_main_if_requested`]):
 //! `<exe> __pimcp_shim__ <parent-pid> <program> [args…]`.
 //!
-//! Design: pimcp spawns the shim as the leader of a new process group with the server's stdio, env and cwd.
-//! The shim blocks the signals it cares about, arms `PR_SET_PDEATHSIG(SIGUSR1)`, spawns the server (same group,
+//! Design: pimcp spawns the shim (with `posix_spawn`, no hook of its own) as the leader of a new process group with
+//! the server's stdio, env and cwd. The shim resets its inherited signal mask and dispositions, blocks the signals it
+//! cares about, arms `PR_SET_PDEATHSIG(SIGUSR1)`, spawns the server (same group,
 //! inherited stdin/stdout/stderr, so nothing is relayed; the server gets `PR_SET_PDEATHSIG(SIGKILL)` tied to the
 //! shim) and then sleeps in `sigtimedwait`:
 //! - parent gone (`SIGUSR1`, or `getppid()` changed, re-checked every [`PARENT_POLL`]) → `killpg(own group,
@@ -84,6 +85,11 @@ mod imp {
     const KILL_WAIT: Duration = Duration::from_secs(2);
 
     pub fn run(parent: u32, program: OsString, args: Vec<OsString>) -> i32 {
+        // pimcp spawns us without a `pre_exec` hook (posix_spawn): start from an empty mask and default
+        // dispositions ourselves, as the server will (an inherited ignored SIGCHLD would even stop us from reaping it).
+        if let Err(e) = sys::reset_signal_mask() {
+            eprintln!("pimcp-shim: cannot reset the signal mask: {e}");
+        }
         // Block first: everything below is then collected by sigtimedwait and nothing can kill us half-way.
         let signals =
             match sys::SignalSet::block(&[libc::SIGCHLD, libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP]) {
