@@ -25,7 +25,7 @@ use tracing::Instrument as _;
 use crate::catalog::CatalogTool;
 use crate::error::{Error, Result};
 use crate::handler::{Handlers, ProgressRoutes};
-use crate::transport::{FastCalls, FastEvent, FastRequest, LineWrite, NotBegun, finish_write};
+use crate::transport::{FastAsk, FastCalls, FastEvent, FastRequest, LineWrite, NotBegun, finish_write};
 
 /// How long a call may run in total, as a multiple of its (progress-extended) timeout, unless
 /// [`CallOptions::max_total`] says otherwise.
@@ -170,18 +170,6 @@ pub(crate) async fn run_call(
     let mut input_responses: Option<InputResponses> = None;
     let mut request_state: Option<String> = None;
     loop {
-        let request = match &tool.resource_uri {
-            Some(uri) => ClientRequest::ReadResourceRequest(ReadResourceRequest::new(ReadResourceRequestParams::new(
-                uri.clone(),
-            ))),
-            None => {
-                let mut params = CallToolRequestParams::new(tool.original.clone());
-                params.arguments = args.clone();
-                params.input_responses = input_responses.clone();
-                params.request_state = request_state.clone();
-                ClientRequest::CallToolRequest(CallToolRequest::new(params))
-            }
-        };
         // One span per request on the wire (metadata only); a retry or an input round is a new one.
         let upstream = tracing::info_span!(
             "upstream_request",
@@ -221,11 +209,32 @@ pub(crate) async fn run_call(
         };
         let exchange = match fast_request {
             Some((fast, r)) => {
-                fast_exchange(fast, r, request, &wait)
-                    .instrument(upstream.clone())
-                    .await
+                let ask = match &tool.resource_uri {
+                    Some(uri) => FastAsk::ReadResource { uri },
+                    None => FastAsk::ToolCall {
+                        name: &tool.original,
+                        arguments: args.as_ref(),
+                        input_responses: input_responses.as_ref(),
+                        request_state: request_state.as_deref(),
+                    },
+                };
+                fast_exchange(fast, r, &ask, &wait).instrument(upstream.clone()).await
             }
-            None => rmcp_exchange(&peer, request, &wait, opts.progress.as_ref(), &upstream).await,
+            None => {
+                let request = match &tool.resource_uri {
+                    Some(uri) => ClientRequest::ReadResourceRequest(ReadResourceRequest::new(
+                        ReadResourceRequestParams::new(uri.clone()),
+                    )),
+                    None => {
+                        let mut params = CallToolRequestParams::new(tool.original.clone());
+                        params.arguments = args.clone();
+                        params.input_responses = input_responses.clone();
+                        params.request_state = request_state.clone();
+                        ClientRequest::CallToolRequest(CallToolRequest::new(params))
+                    }
+                };
+                rmcp_exchange(&peer, request, &wait, opts.progress.as_ref(), &upstream).await
+            }
         };
         let outcome = match exchange {
             Exchange::Outcome(outcome) => outcome,
@@ -505,8 +514,8 @@ async fn rmcp_exchange(
 /// One request on the fast path of a line-framed connection (`transport::fast_client`): written beside rmcp,
 /// answered straight from the transport. Same bounds as rmcp's path: the timeout restarts on the server's progress
 /// for this request, `max_total` caps it, and every way of giving up sends `notifications/cancelled`.
-async fn fast_exchange(fast: &FastCalls, mut req: FastRequest, request: ClientRequest, wait: &Wait<'_>) -> Exchange {
-    let mut write: Option<LineWrite> = Some(req.send(request));
+async fn fast_exchange(fast: &FastCalls, mut req: FastRequest, ask: &FastAsk<'_>, wait: &Wait<'_>) -> Exchange {
+    let mut write: Option<LineWrite> = Some(req.send(ask));
     let idle = tokio::time::sleep(wait.timeout);
     let total = tokio::time::sleep(wait.max_total);
     tokio::pin!(idle, total);

@@ -425,3 +425,70 @@ async fn a_traced_connection_takes_rmcps_path_and_every_call_is_traced() {
     );
     conn.close(Duration::from_secs(2)).await;
 }
+
+/// A Unix socket bridged to a stdio fixture (as rmcp-mux serves one): the fast path works there too, with the
+/// same results as rmcp's path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_connection_has_the_fast_path_with_the_same_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mux.sock");
+    let log = dir.path().join("events.jsonl");
+    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+    let bridge = tokio::spawn(async move {
+        let (sock, _) = listener.accept().await.unwrap();
+        let mut child = tokio::process::Command::new(mcp_fixture::bin_path())
+            .arg("--event-log")
+            .arg(&log)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let (mut sock_r, mut sock_w) = sock.into_split();
+        let (mut stdin, mut stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+        let up = tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut sock_r, &mut stdin).await;
+        });
+        let _ = tokio::io::copy(&mut stdout, &mut sock_w).await;
+        up.abort();
+        let _ = child.wait().await;
+    });
+    let config = json!({"mcpServers": {"fx": {"socket": path}}});
+    let server = pimcp_config::load_in_memory(
+        &config,
+        &pimcp_config::LoadOptions::new(dir.path().join("home"), dir.path()),
+    )
+    .servers
+    .remove(0);
+    assert!(matches!(server.transport, pimcp_config::Transport::Socket(_)));
+    let spec = ConnectSpec {
+        server,
+        project_dir: dir.path().to_path_buf(),
+        http: SharedHttp::lazy(),
+        era_hint: None,
+        process: ProcessOptions::default(),
+        cancel: CancellationToken::new(),
+        resume_session: None,
+        access_token: None,
+        trace: None,
+        token_source: None,
+    };
+    let conn = connect(spec, ()).await.unwrap();
+    assert!(conn.fast_calls().is_some());
+    for (tool, args) in [
+        (tool("echo", None), json!({"text": "over the socket"})),
+        (tool("fail", None), json!({})),
+        (tool("no_such_tool", None), json!({})),
+        (tool("read_readme", Some("fixture://readme")), json!({})),
+    ] {
+        let (fast, _) = call(&conn, true, &tool, args.clone(), CallOptions::default(), guards()).await;
+        let (slow, _) = call(&conn, false, &tool, args.clone(), CallOptions::default(), guards()).await;
+        assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{}", tool.original);
+    }
+    let ids = request_ids(dir.path(), "call", "echo");
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(ids[0] >= FIRST_FAST_ID && ids[1] < u64::from(u32::MAX), "{ids:?}");
+    conn.close(Duration::from_secs(2)).await;
+    let _ = tokio::time::timeout(HANG, bridge).await;
+}

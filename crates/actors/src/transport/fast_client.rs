@@ -26,11 +26,12 @@ use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
-    CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, ClientRequest,
-    GetMeta as _, JsonRpcMessage, NumberOrString, ProgressToken, RequestId, RequestMetaObject, ServerJsonRpcMessage,
-    ServerNotification,
+    CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, InputResponses,
+    JsonObject, JsonRpcMessage, NumberOrString, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerNotification,
 };
 use rmcp::transport::Transport;
+use serde::Serialize;
+use serde::ser::SerializeMap as _;
 use tokio::io::AsyncWrite;
 use tokio::sync::Notify;
 
@@ -217,7 +218,7 @@ impl FastLink {
     pub(crate) fn ready(self, meta: RequestMetaObject) -> FastCalls {
         FastCalls {
             shared: self.shared,
-            meta: Arc::new(meta),
+            meta: Arc::new(meta.0.0),
         }
     }
 
@@ -242,7 +243,8 @@ impl FastLink {
 #[derive(Clone)]
 pub(crate) struct FastCalls {
     shared: Arc<Shared>,
-    meta: Arc<RequestMetaObject>,
+    /// The `_meta` entries of every request besides its progress token.
+    meta: Arc<JsonObject>,
 }
 
 impl std::fmt::Debug for FastCalls {
@@ -304,6 +306,64 @@ impl FastCalls {
     }
 }
 
+/// What a fast request asks of the server.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum FastAsk<'a> {
+    /// `tools/call`.
+    ToolCall {
+        name: &'a str,
+        arguments: Option<&'a JsonObject>,
+        input_responses: Option<&'a InputResponses>,
+        request_state: Option<&'a str>,
+    },
+    /// `resources/read`.
+    ReadResource { uri: &'a str },
+}
+
+/// A fast request as it goes on the wire (the fields of rmcp's `CallToolRequestParams` and
+/// `ReadResourceRequestParams`; a unit test compares the result with rmcp's own serialization).
+#[derive(Serialize)]
+struct WireRequest<'a> {
+    jsonrpc: &'static str,
+    id: u64,
+    method: &'static str,
+    params: WireParams<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WireParams<'a> {
+    #[serde(rename = "_meta")]
+    meta: WireMeta<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    uri: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a JsonObject>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_responses: Option<&'a InputResponses>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_state: Option<&'a str>,
+}
+
+/// The connection's per-request `_meta` entries plus the progress token.
+struct WireMeta<'a> {
+    base: &'a JsonObject,
+    progress_token: u64,
+}
+
+impl Serialize for WireMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.base.len() + 1))?;
+        for (k, v) in self.base.iter().filter(|(k, _)| k.as_str() != "progressToken") {
+            map.serialize_entry(k, v)?;
+        }
+        map.serialize_entry("progressToken", &self.progress_token)?;
+        map.end()
+    }
+}
+
 /// What happened to a fast request while its task waited.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)] // moved once per call; boxing the answer would add an allocation per call
@@ -330,20 +390,60 @@ impl FastRequest {
     }
 
     /// The request's id as rmcp types it.
+    #[cfg(test)]
     pub(crate) fn request_id(&self) -> RequestId {
         request_id(self.id)
     }
 
-    /// Writes `request` with this request's id, and its id as progress token in `_meta` beside the connection's
-    /// per-request metadata, exactly as rmcp would send it.
-    pub(crate) fn send(&self, mut request: ClientRequest) -> LineWrite {
-        let meta = request.get_meta_mut();
-        meta.extend((*self.calls.meta).clone());
-        meta.set_progress_token(ProgressToken(request_id(self.id)));
-        let message = ClientJsonRpcMessage::request(request, self.request_id());
-        match serde_json::to_vec(&message) {
+    /// Writes `ask` with this request's id, and its id as progress token in `_meta` beside the connection's
+    /// per-request metadata: the message rmcp would send for the same request, serialized straight from borrowed
+    /// parts (rmcp turns every request's params into a `serde_json::Value` tree first to merge its `_meta`).
+    pub(crate) fn send(&self, ask: &FastAsk<'_>) -> LineWrite {
+        match serde_json::to_vec(&self.message(ask)) {
             Ok(line) => self.calls.shared.sink.send_line(line),
             Err(e) => Box::pin(std::future::ready(Err(std::io::Error::other(e)))),
+        }
+    }
+
+    fn message<'a>(&'a self, ask: &'a FastAsk<'a>) -> WireRequest<'a> {
+        let meta = WireMeta {
+            base: &self.calls.meta,
+            progress_token: self.id,
+        };
+        let (method, params) = match *ask {
+            FastAsk::ToolCall {
+                name,
+                arguments,
+                input_responses,
+                request_state,
+            } => (
+                "tools/call",
+                WireParams {
+                    meta,
+                    name: Some(name),
+                    uri: None,
+                    arguments,
+                    input_responses,
+                    request_state,
+                },
+            ),
+            FastAsk::ReadResource { uri } => (
+                "resources/read",
+                WireParams {
+                    meta,
+                    name: None,
+                    uri: Some(uri),
+                    arguments: None,
+                    input_responses: None,
+                    request_state: None,
+                },
+            ),
+        };
+        WireRequest {
+            jsonrpc: "2.0",
+            id: self.id,
+            method,
+            params,
         }
     }
 
@@ -421,14 +521,98 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::transport::LineTransport;
-    use rmcp::model::{CallToolRequest, CallToolRequestParams};
+    use rmcp::model::ClientRequest;
     use serde_json::{Value, json};
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
-    fn echo(text: &str) -> ClientRequest {
-        let mut params = CallToolRequestParams::new("echo");
-        params.arguments = json!({ "text": text }).as_object().cloned();
-        ClientRequest::CallToolRequest(CallToolRequest::new(params))
+    async fn send_echo(r: &FastRequest, text: &str) {
+        let args = json!({ "text": text }).as_object().cloned().unwrap();
+        let ask = FastAsk::ToolCall {
+            name: "echo",
+            arguments: Some(&args),
+            input_responses: None,
+            request_state: None,
+        };
+        r.send(&ask).await.unwrap();
+    }
+
+    /// The per-request `_meta` of a 2026-07-28 connection.
+    fn stateless_meta() -> RequestMetaObject {
+        let mut meta = RequestMetaObject::default();
+        meta.set_protocol_version(rmcp::model::ProtocolVersion::V_2026_07_28);
+        meta.set_client_info(rmcp::model::Implementation::new("pimcp", "1.2.3"));
+        meta.set_client_capabilities(rmcp::model::ClientCapabilities::default());
+        meta
+    }
+
+    /// The fast wire form of every request shape equals rmcp's serialization of the same request with the same
+    /// `_meta` (as JSON values: key order aside).
+    #[test]
+    fn the_wire_form_is_what_rmcp_sends() {
+        use rmcp::model::{
+            CallToolRequest, CallToolRequestParams, GetMeta as _, ProgressToken, ReadResourceRequest,
+            ReadResourceRequestParams,
+        };
+        let args = json!({"text": "é \"q\"\n", "n": [1, 2.5, null], "o": {"k": true}})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let mut responses = InputResponses::new();
+        responses.insert("r1".into(), json!({"roots": []}));
+        for meta in [RequestMetaObject::default(), stateless_meta()] {
+            let lines = LineTransport::<RoleClient, _, _>::new(tokio::io::empty(), tokio::io::sink());
+            let (_client, link) = fast_client((), lines.writer());
+            let calls = link.ready(meta.clone());
+            let asks = [
+                FastAsk::ToolCall {
+                    name: "echo",
+                    arguments: None,
+                    input_responses: None,
+                    request_state: None,
+                },
+                FastAsk::ToolCall {
+                    name: "echo",
+                    arguments: Some(&args),
+                    input_responses: None,
+                    request_state: None,
+                },
+                FastAsk::ToolCall {
+                    name: "roots",
+                    arguments: Some(&args),
+                    input_responses: Some(&responses),
+                    request_state: Some("state-1"),
+                },
+                FastAsk::ReadResource {
+                    uri: "fixture://readme",
+                },
+            ];
+            for ask in asks {
+                let r = calls.begin().unwrap();
+                let ours = serde_json::to_value(r.message(&ask)).unwrap();
+                let mut request = match ask {
+                    FastAsk::ToolCall {
+                        name,
+                        arguments,
+                        input_responses,
+                        request_state,
+                    } => {
+                        let mut p = CallToolRequestParams::new(name.to_owned());
+                        p.arguments = arguments.cloned();
+                        p.input_responses = input_responses.cloned();
+                        p.request_state = request_state.map(str::to_owned);
+                        ClientRequest::CallToolRequest(CallToolRequest::new(p))
+                    }
+                    FastAsk::ReadResource { uri } => ClientRequest::ReadResourceRequest(ReadResourceRequest::new(
+                        ReadResourceRequestParams::new(uri.to_owned()),
+                    )),
+                };
+                let m = request.get_meta_mut();
+                m.extend(meta.clone());
+                m.set_progress_token(ProgressToken(r.request_id()));
+                let theirs = serde_json::to_value(ClientJsonRpcMessage::request(request, r.request_id())).unwrap();
+                assert_eq!(ours, theirs, "{ask:?}");
+            }
+        }
     }
 
     /// A fast client over a pipe pair, with the server's ends: what we write, and where it writes to us.
@@ -483,8 +667,8 @@ mod tests {
         let mut b = rig.calls.begin().unwrap();
         assert_eq!(a.id(), FIRST_FAST_ID);
         assert_eq!(b.id(), FIRST_FAST_ID + 1);
-        a.send(echo("a")).await.unwrap();
-        b.send(echo("b")).await.unwrap();
+        send_echo(&a, "a").await;
+        send_echo(&b, "b").await;
         // rmcp's own send goes through the same stream.
         let ping = ClientJsonRpcMessage::request(
             ClientRequest::PingRequest(rmcp::model::PingRequest::default()),
@@ -556,7 +740,7 @@ mod tests {
     async fn end_of_stream_fails_waiting_requests_and_close_cancels_them() {
         let mut rig = rig(RequestMetaObject::default());
         let mut waiting = rig.calls.begin().unwrap();
-        waiting.send(echo("x")).await.unwrap();
+        send_echo(&waiting, "x").await;
         let sent = rig.read_line().await;
         assert!(
             sent["params"]["_meta"]
@@ -595,7 +779,7 @@ mod tests {
     async fn rig_with_waiting() -> (Rig, u64, FastRequest) {
         let mut rig = rig(RequestMetaObject::default());
         let r = rig.calls.begin().unwrap();
-        r.send(echo("y")).await.unwrap();
+        send_echo(&r, "y").await;
         let _ = rig.read_line().await;
         let id = r.id();
         (rig, id, r)
