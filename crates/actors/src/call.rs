@@ -233,7 +233,8 @@ pub(crate) async fn run_call(
                         ClientRequest::CallToolRequest(CallToolRequest::new(params))
                     }
                 };
-                rmcp_exchange(&peer, request, &wait, opts.progress.as_ref(), &upstream).await
+                // Boxed: rmcp's request future is large, and this one is moved with the call's future otherwise.
+                Box::pin(rmcp_exchange(&peer, request, &wait, opts.progress.as_ref(), &upstream)).await
             }
         };
         let outcome = match exchange {
@@ -316,7 +317,7 @@ pub(crate) async fn run_call(
                         report,
                     );
                 }
-                match fulfil(&server, &tool.original, &input, requests).await {
+                match Box::pin(fulfil(&server, &tool.original, &input, requests)).await {
                     Ok(responses) => {
                         input_responses = (!responses.is_empty()).then_some(responses);
                         request_state = r.request_state;

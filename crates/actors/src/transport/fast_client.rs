@@ -32,6 +32,7 @@ use rmcp::model::{
 use rmcp::transport::Transport;
 use serde::Serialize;
 use serde::ser::SerializeMap as _;
+use serde_json::value::RawValue;
 use tokio::io::AsyncWrite;
 use tokio::sync::Notify;
 
@@ -216,9 +217,17 @@ impl FastLink {
     /// protocol version, client info and capabilities on a 2026-07-28 connection, nothing on a legacy one) beside
     /// the progress token.
     pub(crate) fn ready(self, meta: RequestMetaObject) -> FastCalls {
+        // Serialized once here: written verbatim into every request.
+        let meta = meta
+            .0
+            .0
+            .into_iter()
+            .filter(|(k, _)| k != "progressToken")
+            .filter_map(|(k, v)| Some((k, serde_json::value::to_raw_value(&v).ok()?)))
+            .collect();
         FastCalls {
             shared: self.shared,
-            meta: Arc::new(meta.0.0),
+            meta: Arc::new(meta),
         }
     }
 
@@ -243,8 +252,8 @@ impl FastLink {
 #[derive(Clone)]
 pub(crate) struct FastCalls {
     shared: Arc<Shared>,
-    /// The `_meta` entries of every request besides its progress token.
-    meta: Arc<JsonObject>,
+    /// The `_meta` entries of every request besides its progress token, serialized.
+    meta: Arc<Vec<(String, Box<RawValue>)>>,
 }
 
 impl std::fmt::Debug for FastCalls {
@@ -349,14 +358,14 @@ struct WireParams<'a> {
 
 /// The connection's per-request `_meta` entries plus the progress token.
 struct WireMeta<'a> {
-    base: &'a JsonObject,
+    base: &'a [(String, Box<RawValue>)],
     progress_token: u64,
 }
 
 impl Serialize for WireMeta<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(self.base.len() + 1))?;
-        for (k, v) in self.base.iter().filter(|(k, _)| k.as_str() != "progressToken") {
+        for (k, v) in self.base {
             map.serialize_entry(k, v)?;
         }
         map.serialize_entry("progressToken", &self.progress_token)?;
