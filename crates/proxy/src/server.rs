@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
@@ -21,8 +21,9 @@ use pimcp_actors::{Runtime, RuntimeOptions, ShutdownReport};
 use pimcp_config::Config;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{
     NotificationContext, Peer, RequestContext, ServiceExt, SubscriptionContext, SubscriptionSendError, SubscriptionSink,
@@ -154,6 +155,8 @@ struct ServerInner {
     draining: AtomicBool,
     /// `logging/setLevel` per session and the `notifications/message` fan-out.
     log: crate::host_log::HostLog,
+    /// Host tool calls taken by the stdio fast path ([`serve_lines`]).
+    fast_calls: AtomicU64,
 }
 
 /// Counts one host request in flight.
@@ -236,6 +239,7 @@ impl ProxyServer {
                 idle: tokio::sync::Notify::new(),
                 draining: AtomicBool::new(false),
                 log,
+                fast_calls: AtomicU64::new(0),
             }),
         };
         server.spawn_watcher();
@@ -280,6 +284,16 @@ impl ProxyServer {
 
     pub fn is_draining(&self) -> bool {
         self.inner.draining.load(Ordering::SeqCst)
+    }
+
+    /// Host `tools/call` requests answered beside rmcp's service loop by [`serve_lines`] (and so by
+    /// [`serve_stdio`]), over every session so far.
+    pub fn fast_calls(&self) -> u64 {
+        self.inner.fast_calls.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_fast_call(&self) {
+        self.inner.fast_calls.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Waits until no host request is in flight, at most `bound`; returns whether that happened.
@@ -467,6 +481,18 @@ impl ServerHandler for ProxyServer {
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
         Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+    }
+
+    /// rmcp's default (the peer info, then the negotiation), and the session's peer to the stdio fast path when
+    /// this session is served by [`serve_lines`].
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        crate::fast_call::offer_peer(&context.peer);
+        self.negotiate_initialize(&request)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -700,6 +726,22 @@ where
     Ok(())
 }
 
+/// Serves one host over newline-delimited JSON-RPC on `read` / `write` (what [`serve_stdio`] does on stdin/stdout)
+/// until the host closes `read` or `cancel` fires: [`serve`] over pimcp's line transport, with the host's
+/// `tools/call` requests answered beside rmcp's service loop rather than through it (see `fast_call.rs`): same
+/// handler, same answers, less work per call.
+pub async fn serve_lines<R, W>(server: ProxyServer, read: R, write: W, cancel: CancellationToken) -> Result<()>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let lines = pimcp_actors::transport::LineTransport::<RoleServer, _, _>::new(read, write);
+    let transport = crate::fast_call::FastCalls::new(server.clone(), lines);
+    // `initialize` is answered on this task: [`ProxyServer`]'s handler hands the session's peer to the transport
+    // there, before the answer is written, so every call after it can take the fast path.
+    crate::fast_call::offering_peer(transport.peer_slot(), serve(server, transport, cancel)).await
+}
+
 /// Serves MCP on stdin/stdout until stdin closes, SIGINT or SIGTERM, then shuts the runtime down within
 /// `options.shutdown_bound` (no child process survives). `bridge` must be the one whose handlers the runtime has.
 ///
@@ -717,10 +759,11 @@ pub async fn serve_stdio(
     let signals = ShutdownSignals::watch(options.shutdown.clone());
     let reloads = options.reload.clone().map(|reload| spawn_reload_watch(proxy, reload));
     let (stdin, stdout) = crate::stdio::host_stdio();
-    // pimcp's line transport: rmcp's framing, with `tools/call` requests decoded directly (see its docs).
-    let transport = pimcp_actors::transport::LineTransport::<RoleServer, _, _>::new(stdin, stdout);
-    let serving = serve(server.clone(), transport, cancel.clone());
-    // Answers of drained calls are written by the service loop right after the handlers return.
+    // pimcp's line transport (rmcp's framing, `tools/call` requests decoded directly) with the host's tool calls
+    // answered beside rmcp's service loop (see `fast_call.rs`).
+    let serving = serve_lines(server.clone(), stdin, stdout, cancel.clone());
+    // Answers of drained calls are written right after the handlers return (by the fast path's tasks, or by rmcp's
+    // service loop for other requests).
     let settle = tokio::time::sleep(STDIO_SETTLE);
     let (served, immediate) =
         run_until_shutdown(&server, serving, &signals, &cancel, options.drain_bound, settle).await;

@@ -14,6 +14,8 @@ mod binary;
 mod calls;
 #[path = "all/direct.rs"]
 mod direct;
+#[path = "all/fast_path.rs"]
+mod fast_path;
 #[path = "all/forwarding.rs"]
 mod forwarding;
 #[path = "all/http_serve.rs"]

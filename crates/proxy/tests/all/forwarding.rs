@@ -34,6 +34,8 @@ async fn sampling_elicitation_and_roots_reach_a_capable_host() {
     let r = session.mcp(json!({ "tool": "fx_roots" })).await;
     assert!(text_of(&r).contains("file:///host/project"), "{}", text_of(&r));
     assert!(Probe::n(&probe.roots_asked) >= 1);
+    // All three calls took the stdio fast path (rmcp's loop never saw them), and still reached this host.
+    assert_eq!(session.server.fast_calls(), 3);
     session.client.cancel().await.unwrap();
     env.shutdown().await;
 }
@@ -96,6 +98,11 @@ async fn approvals_are_asked_through_host_elicitation() {
         probe.elicitations.lock().unwrap().len(),
         asked_before,
         "allowed for the session"
+    );
+    assert_eq!(
+        session.server.fast_calls(),
+        4,
+        "the approvals were asked from fast-path calls"
     );
     session.client.cancel().await.unwrap();
     env.shutdown().await;

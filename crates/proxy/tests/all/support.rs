@@ -315,6 +315,8 @@ impl ClientHandler for TestHost {
 /// A host connected in-process to a `ProxyServer`.
 pub struct Session {
     pub client: RunningService<RoleClient, TestHost>,
+    /// The server this host is connected to.
+    pub server: ProxyServer,
     pub probe: Arc<Probe>,
     pub served: tokio::task::JoinHandle<pimcp_proxy::Result<()>>,
 }
@@ -342,15 +344,23 @@ impl Session {
     }
 }
 
-/// Connects `host` to `server` over an in-memory duplex pipe.
+/// Connects `host` to `server` over an in-memory duplex pipe, served as `pimcp-run` serves its stdio
+/// ([`pimcp_proxy::serve_lines`]: host tool calls take the fast path).
 pub async fn connect(server: ProxyServer, host: TestHost) -> Session {
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
-    let served = tokio::spawn(pimcp_proxy::serve(
-        server,
-        tokio::io::split(server_io),
+    let (read, write) = tokio::io::split(server_io);
+    let served = tokio::spawn(pimcp_proxy::serve_lines(
+        server.clone(),
+        read,
+        write,
         tokio_util::sync::CancellationToken::new(),
     ));
     let probe = host.probe.clone();
     let client = host.serve(tokio::io::split(client_io)).await.unwrap();
-    Session { client, probe, served }
+    Session {
+        client,
+        server,
+        probe,
+        served,
+    }
 }
