@@ -47,6 +47,9 @@ pub struct LineTransport<Role, R, W> {
     read: BufReader<R>,
     line: Vec<u8>,
     discarding: bool,
+    /// `line` holds a whole line already handed out: clear it before reading the next. A line read only in part
+    /// stays, so a `receive` dropped at an await (rmcp's loop selects over it) loses nothing.
+    line_done: bool,
     write: Arc<tokio::sync::Mutex<Option<W>>>,
     /// A line parsed as JSON but was not a valid message: answer `Invalid request` before reading on.
     owe_error: bool,
@@ -70,15 +73,20 @@ where
             read: BufReader::new(read),
             line: Vec::new(),
             discarding: false,
+            line_done: false,
             write: Arc::new(tokio::sync::Mutex::new(Some(write))),
             owe_error: false,
             _role: PhantomData,
         }
     }
 
-    /// Fills `self.line` with the next line (without `\n`). `Ok(false)` at end of stream.
+    /// Fills `self.line` with the next line (without `\n`). `Ok(false)` at end of stream. Cancel-safe: bytes are
+    /// moved from the reader into `self.line` without an await in between, and a partial line is kept.
     async fn next_line(&mut self) -> std::io::Result<bool> {
-        self.line.clear();
+        if self.line_done {
+            self.line.clear();
+            self.line_done = false;
+        }
         loop {
             let available = self.read.fill_buf().await?;
             if available.is_empty() {
@@ -103,6 +111,7 @@ where
                     if self.line.last() == Some(&b'\r') {
                         self.line.pop();
                     }
+                    self.line_done = true;
                     return Ok(true);
                 }
             }
@@ -117,11 +126,14 @@ where
             write: self.write.clone(),
         }
     }
+}
 
-    async fn send_owed_error(&mut self) -> std::io::Result<()> {
-        let message = TxJsonRpcMessage::<Role>::error(ErrorData::invalid_request("Invalid request", None), None);
-        write_message(&self.write, &message).await
-    }
+/// The answer to a line that parsed as JSON but is not a valid message (as rmcp writes it: no id).
+async fn send_invalid_request<Role: ServiceRole, W: AsyncWrite + Unpin>(
+    write: &tokio::sync::Mutex<Option<W>>,
+) -> std::io::Result<()> {
+    let message = TxJsonRpcMessage::<Role>::error(ErrorData::invalid_request("Invalid request", None), None);
+    write_message(write, &message).await
 }
 
 /// Decodes one line (no `\n`) the way [`LineTransport`]'s `receive` does. `Err` carries why a line is skipped, and
@@ -234,7 +246,10 @@ where
         loop {
             if self.owe_error {
                 self.owe_error = false;
-                if self.send_owed_error().await.is_err() {
+                // Written on a task of its own: a `receive` dropped at this await must not leave half a line.
+                let write = self.write.clone();
+                let answer = tokio::spawn(async move { send_invalid_request::<Role, W>(&write).await });
+                if !matches!(answer.await, Ok(Ok(()))) {
                     return None;
                 }
             }
@@ -700,5 +715,40 @@ mod tests {
         assert_eq!(err.kind(), std::io::ErrorKind::NotConnected);
         let err = writer.clone().send(&1).await.unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::NotConnected);
+    }
+    /// rmcp's loop selects over `receive` and drops it when another event comes first: a line read only in part
+    /// must survive that, and so must the lines around it.
+    #[tokio::test]
+    async fn a_dropped_receive_loses_no_part_of_a_line() {
+        let (r, mut their_w) = tokio::io::duplex(64 * 1024);
+        let (_their_r, w) = tokio::io::duplex(64 * 1024);
+        let mut t = LineTransport::<RoleClient, _, _>::new(r, w);
+        let text = "x".repeat(20_000); // longer than the reader's buffer, so it takes several reads
+        let line = format!(r#"{{"jsonrpc":"2.0","id":3,"result":{{"content":[{{"type":"text","text":"{text}"}}]}}}}"#);
+        let (head, tail) = line.as_bytes().split_at(12_000);
+        their_w.write_all(head).await.unwrap();
+        // `receive` takes what is there, then waits for the rest; the other branch is ready and wins.
+        let dropped = tokio::select! {
+            biased;
+            m = t.receive() => Some(m),
+            () = std::future::ready(()) => None,
+        };
+        assert!(dropped.is_none(), "the line is not complete yet: {dropped:?}");
+        their_w.write_all(tail).await.unwrap();
+        their_w
+            .write_all(b"\n{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{}}\n")
+            .await
+            .unwrap();
+        let got = t.receive().await.unwrap();
+        let JsonRpcMessage::Response(r) = got else {
+            panic!("not a response: {got:?}")
+        };
+        assert_eq!(r.id, rmcp::model::RequestId::Number(3));
+        let ServerResult::CallToolResult(result) = r.result else {
+            panic!("not a tool result: {:?}", r.result)
+        };
+        assert_eq!(result.content[0].as_text().unwrap().text, text);
+        let got = t.receive().await.unwrap();
+        assert!(matches!(got, JsonRpcMessage::Response(ref r) if r.id == rmcp::model::RequestId::Number(4)));
     }
 }
