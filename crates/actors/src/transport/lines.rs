@@ -16,6 +16,9 @@
 //! is ignored (rmcp ignores the non-standard ones and answers the others with that error, which JSON-RPC forbids for
 //! notifications). Writes are one serialized message plus `\n` under a lock, flushed; `close` drops the writer, which
 //! closes the pipe or socket.
+//!
+//! `receive` is cancel-safe, as rmcp's loop needs (it selects over `receive` and drops it when another event comes
+//! first): a line read only in part is kept for the next call.
 
 use std::borrow::Cow;
 use std::future::Future;
