@@ -35,6 +35,10 @@ use crate::validate::{ArgsValidator, check_not_nested, validate_output};
 
 /// How long `connect`/`list` wait for the router to publish a freshly discovered catalog.
 pub const CATALOG_SETTLE: Duration = Duration::from_secs(2);
+/// How long the catalog must stay unchanged before the background indexer builds the search index: start-up and the
+/// first call (whose discovery publishes a new catalog) run first, and a burst of changes is indexed once. A search
+/// that comes sooner builds the index itself, as it always could.
+const INDEX_SETTLE: Duration = Duration::from_millis(300);
 /// Compiled argument validators kept before the cache is cleared.
 const MAX_VALIDATORS: usize = 4096;
 /// Tool names listed in an "it has: …" hint.
@@ -282,9 +286,9 @@ impl Proxy {
     }
 
     /// Rebuilds the search index in the background whenever the runtime publishes a new catalog, so queries find it
-    /// ready. The build runs on a blocking-pool thread: on a current-thread runtime (`pimcp-run`) a call's messages
-    /// never wait behind it (a catalog lands, e.g. from the discovery that follows an early first call, while that
-    /// call's answer is on its way). A search that comes during a build waits for it (the index lock), as before.
+    /// ready: once the catalog has been quiet for [`INDEX_SETTLE`] (a process that starts, makes one call and exits
+    /// never spends the CPU), on a blocking-pool thread (on a current-thread runtime, `pimcp-run`, a call's
+    /// messages never wait behind it). A search that comes during a build waits for it (the index lock), as before.
     /// Stops when the last clone of the proxy is dropped.
     fn spawn_indexer(&self) {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
@@ -294,6 +298,12 @@ impl Proxy {
         let mut rx = self.inner.runtime.catalog_watch();
         handle.spawn(async move {
             loop {
+                loop {
+                    tokio::select! {
+                        changed = rx.changed() => if changed.is_err() { return },
+                        () = tokio::time::sleep(INDEX_SETTLE) => break,
+                    }
+                }
                 {
                     let Some(inner) = weak.upgrade() else { return };
                     let proxy = Proxy { inner };
