@@ -70,6 +70,11 @@ async fn a_call_from_a_fresh_cache_goes_while_tools_list_is_held() {
     rt.call("fx_add_tool", args(json!({"name": "late"})), CallOptions::default())
         .await
         .unwrap();
+    // And drops one the cache lists: the catalog keeps it until the discovery says otherwise.
+    rt.call("fx_remove_tool", args(json!({"name": "fail"})), CallOptions::default())
+        .await
+        .unwrap();
+    assert!(rt.catalog().get("fx_fail").is_some());
     let late = {
         let h = rt.handle();
         tokio::spawn(async move { h.call("fx_late", args(json!({"x": 1})), CallOptions::default()).await })
@@ -84,14 +89,20 @@ async fn a_call_from_a_fresh_cache_goes_while_tools_list_is_held() {
         rt.catalog().get("fx_late").is_some()
     })
     .await;
+    assert!(
+        rt.catalog().get("fx_fail").is_none(),
+        "a removed tool leaves the catalog"
+    );
     let cache = MetadataCache::in_agent_dir(&dir.path().join("agent"));
-    wait_until("the cache lists the new tool", Duration::from_secs(10), || {
-        cache
-            .load()
-            .servers
-            .get("fx")
-            .is_some_and(|e| e.metadata.tools.iter().any(|t| t.name == "late"))
-    })
+    wait_until(
+        "the cache lists the new tool and not the removed one",
+        Duration::from_secs(10),
+        || {
+            cache.load().servers.get("fx").is_some_and(|e| {
+                e.metadata.tools.iter().any(|t| t.name == "late") && !e.metadata.tools.iter().any(|t| t.name == "fail")
+            })
+        },
+    )
     .await;
     rt.shutdown(Duration::from_secs(10)).await;
 }
