@@ -173,9 +173,11 @@ impl<W: AsyncWrite + Send + Unpin + 'static> State<W> {
         self.running.fetch_add(1, Ordering::SeqCst);
         self.server.count_fast_call();
         let state = self.clone();
+        // The handler's future is large (the whole call path's state machine): it is built and boxed inside the task,
+        // so spawning moves a small future instead of copying the large one several times.
         let task = async move {
             let _running = Running(&state);
-            state.answer(id, call.params, context).await;
+            Box::pin(state.answer(id, call.params, context)).await;
         };
         tokio::spawn(task.instrument(tracing::Span::current()));
     }
