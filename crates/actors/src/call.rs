@@ -159,7 +159,7 @@ pub(crate) async fn run_call(
         .max_total
         .unwrap_or(timeout.saturating_mul(DEFAULT_MAX_TOTAL_FACTOR))
         .max(timeout);
-    let user_cancel = opts.cancel.unwrap_or_default();
+    let user_cancel = opts.cancel;
     let mut report = CallReport::default();
     let conn_err = |message: String| Error::Connection {
         server: server.clone(),
@@ -205,7 +205,7 @@ pub(crate) async fn run_call(
             timeout,
             max_total,
             guards: &guards,
-            user_cancel: &user_cancel,
+            user_cancel: user_cancel.as_ref(),
         };
         let exchange = match fast_request {
             Some((fast, r)) => {
@@ -421,7 +421,8 @@ struct Wait<'a> {
     timeout: Duration,
     max_total: Duration,
     guards: &'a CallGuards,
-    user_cancel: &'a CancellationToken,
+    /// The caller's cancellation, if it can cancel.
+    user_cancel: Option<&'a CancellationToken>,
 }
 
 /// How one request on the wire went.
@@ -499,7 +500,7 @@ async fn rmcp_exchange(
             send_cancel(peer, id, "client shutting down").await;
             return Exchange::Abandoned(Abandon::Stop);
         }
-        _ = wait.user_cancel.cancelled() => {
+        _ = cancelled(wait.user_cancel) => {
             send_cancel(peer, id, "cancelled by the caller").await;
             return Exchange::Abandoned(Abandon::Caller);
         }
@@ -517,9 +518,13 @@ async fn rmcp_exchange(
 /// for this request, `max_total` caps it, and every way of giving up sends `notifications/cancelled`.
 async fn fast_exchange(fast: &FastCalls, mut req: FastRequest, ask: &FastAsk<'_>, wait: &Wait<'_>) -> Exchange {
     let mut write: Option<LineWrite> = Some(req.send(ask));
-    let idle = tokio::time::sleep(wait.timeout);
-    let total = tokio::time::sleep(wait.max_total);
-    tokio::pin!(idle, total);
+    // One timer: the idle deadline, restarted by progress, until the next one would pass the cap (`max_total` from
+    // now, never earlier than the first idle deadline); from then on the cap.
+    let start = tokio::time::Instant::now();
+    let cap = start + wait.max_total;
+    let timer = tokio::time::sleep_until(start + wait.timeout);
+    tokio::pin!(timer);
+    let mut capped = false;
     let guards = wait.guards;
     // An unfinished write is completed in the background (never cut mid-line) before the cancellation is written.
     let id = req.id();
@@ -556,26 +561,40 @@ async fn fast_exchange(fast: &FastCalls, mut req: FastRequest, ask: &FastAsk<'_>
                 }
                 FastEvent::Answer(_) => return Exchange::Outcome(Err(ServiceError::UnexpectedResponse)),
                 FastEvent::Closed => return Exchange::Outcome(Err(ServiceError::TransportClosed)),
-                FastEvent::Progress => idle.as_mut().reset(tokio::time::Instant::now() + wait.timeout),
+                FastEvent::Progress if !capped => {
+                    let next = tokio::time::Instant::now() + wait.timeout;
+                    capped = next > cap;
+                    timer.as_mut().reset(next.min(cap));
+                }
+                FastEvent::Progress => {}
             },
-            () = &mut idle => {
-                give_up(write.take(), "request timeout").await;
-                return Exchange::Outcome(Err(ServiceError::Timeout { timeout: wait.timeout }));
-            }
-            () = &mut total => {
-                give_up(write.take(), "maximum total timeout exceeded").await;
-                return Exchange::Outcome(Err(ServiceError::Timeout { timeout: wait.max_total }));
+            () = &mut timer => {
+                let (reason, after) = if capped {
+                    ("maximum total timeout exceeded", wait.max_total)
+                } else {
+                    ("request timeout", wait.timeout)
+                };
+                give_up(write.take(), reason).await;
+                return Exchange::Outcome(Err(ServiceError::Timeout { timeout: after }));
             }
             _ = guards.dead.cancelled() => return Exchange::Abandoned(Abandon::Dead),
             _ = guards.stop.cancelled() => {
                 give_up(write.take(), "client shutting down").await;
                 return Exchange::Abandoned(Abandon::Stop);
             }
-            _ = wait.user_cancel.cancelled() => {
+            _ = cancelled(wait.user_cancel) => {
                 give_up(write.take(), "cancelled by the caller").await;
                 return Exchange::Abandoned(Abandon::Caller);
             }
         }
+    }
+}
+
+/// Ends when `token` is cancelled; never without one.
+async fn cancelled(token: Option<&CancellationToken>) {
+    match token {
+        Some(t) => t.cancelled().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -286,6 +286,26 @@ async fn a_fast_call_given_up_is_cancelled_on_the_server() {
     let id = *request_ids(dir.path(), "call", "slow").last().unwrap();
     wait_for_event(dir.path(), "timeout cancellation", cancelled(id, "request timeout")).await;
 
+    // Progress restarts the timeout, but not past `max_total`.
+    let opts = CallOptions {
+        timeout: Some(Duration::from_millis(2000)),
+        max_total: Some(Duration::from_millis(2500)),
+        ..CallOptions::default()
+    };
+    let (r, _) = call(&conn, true, &slow, json!({"ms": 20000, "steps": 100}), opts, guards()).await;
+    assert!(
+        matches!(r, Err(Error::Timeout { after, .. }) if after == Duration::from_millis(2500)),
+        "{r:?}"
+    );
+    let id = *request_ids(dir.path(), "call", "slow").last().unwrap();
+    assert!(id >= FIRST_FAST_ID);
+    wait_for_event(
+        dir.path(),
+        "cap cancellation",
+        cancelled(id, "maximum total timeout exceeded"),
+    )
+    .await;
+
     // The runtime stops.
     let g = guards();
     let stop = g.stop.clone();
