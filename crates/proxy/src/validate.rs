@@ -193,8 +193,12 @@ pub fn validate_output(structured: Option<&Value>, output_schema: &Value) -> Out
 /// its draft's meta-schema, and that validator is built once per process on first use (about 4.7 M instructions for
 /// 2020-12): without this it is built on the first call's critical path, before the call is even routed. A call that
 /// comes first waits for the same one-time build (never a second one); the crate has no public switch to skip the
-/// meta-schema check, and skipping it would change which schemas count as unusable.
+/// meta-schema check, and skipping it would change which schemas count as unusable. `PIMCP_SCHEMA_WARMUP=0` turns it
+/// off (a diagnostic for start-up measurements).
 pub fn warm_up() {
+    if std::env::var_os("PIMCP_SCHEMA_WARMUP").is_some_and(|v| v == "0") {
+        return;
+    }
     let spawned = std::thread::Builder::new().name("pimcp-schema-warm".into()).spawn(|| {
         for draft in [None, Some("http://json-schema.org/draft-07/schema#")] {
             let mut schema = Map::new();
