@@ -1515,8 +1515,7 @@ async fn discover(
         if !kinds.contains(&ListKind::Tools) {
             return Ok::<_, String>(None);
         }
-        let merged = peer
-            .list_all_tools_with_cache_hint()
+        let merged = repeat_once_after_reinit(|| peer.list_all_tools_with_cache_hint())
             .await
             .map_err(|e| format!("tools/list failed: {e}"))?;
         Ok(Some((merged.items, merged.ttl_ms)))
@@ -1525,7 +1524,7 @@ async fn discover(
         if !kinds.contains(&ListKind::Resources) || caps.resources.is_none() {
             return None;
         }
-        peer.list_all_resources()
+        repeat_once_after_reinit(|| peer.list_all_resources())
             .await
             .inspect_err(|e| tracing::info!(error = %e, "resources/list failed (tolerated)"))
             .ok()
@@ -1534,7 +1533,7 @@ async fn discover(
         if !kinds.contains(&ListKind::Prompts) || caps.prompts.is_none() {
             return None;
         }
-        peer.list_all_prompts()
+        repeat_once_after_reinit(|| peer.list_all_prompts())
             .await
             .inspect_err(|e| tracing::info!(error = %e, "prompts/list failed (tolerated)"))
             .ok()
@@ -1547,6 +1546,30 @@ async fn discover(
         resources,
         prompts,
     })
+}
+
+/// rmcp's Streamable HTTP client fails the requests still in flight when the server expires the session and the
+/// client re-initializes (`-32603` with this message). A listing is safe to repeat on the new session; a tool call
+/// is not, and is never repeated.
+fn lost_to_reinit(e: &ServiceError) -> bool {
+    matches!(e, ServiceError::McpError(d)
+        if d.code == rmcp::model::ErrorCode::INTERNAL_ERROR
+            && d.message.contains("session was re-initialized before the response arrived"))
+}
+
+/// Runs a list request, once more if its session was re-initialized under it (see [`lost_to_reinit`]).
+async fn repeat_once_after_reinit<T, F, Fut>(request: F) -> std::result::Result<T, ServiceError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, ServiceError>>,
+{
+    match request().await {
+        Err(e) if lost_to_reinit(&e) => {
+            tracing::debug!(error = %e, "a listing was lost to a session re-initialization; repeating it");
+            request().await
+        }
+        other => other,
+    }
 }
 
 /// [`connect_and_discover`] for any server; an HTTP server that may use OAuth first gets its token and renewal
@@ -1748,5 +1771,50 @@ async fn health_check(peer: &Peer<RoleClient>, era: Era, cap: Duration) -> Healt
         Err(ServiceError::McpError(_)) => HealthOutcome::Healthy,
         Err(ServiceError::TransportClosed) => HealthOutcome::TransportClosed,
         Err(e) => HealthOutcome::Failed(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use rmcp::model::ErrorData;
+
+    use super::*;
+
+    fn reinit() -> ServiceError {
+        ServiceError::McpError(ErrorData::internal_error(
+            "streamable HTTP session was re-initialized before the response arrived",
+            None,
+        ))
+    }
+
+    /// Answers with `errors` in turn, then `Ok(n)` where n counts the requests.
+    async fn run(errors: Vec<ServiceError>) -> (std::result::Result<usize, ServiceError>, usize) {
+        let n = AtomicUsize::new(0);
+        let errors = std::sync::Mutex::new(errors.into_iter());
+        let out = repeat_once_after_reinit(|| {
+            let i = n.fetch_add(1, Ordering::SeqCst) + 1;
+            let next = errors.lock().unwrap().next();
+            async move { next.map_or(Ok(i), Err) }
+        })
+        .await;
+        (out, n.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn a_listing_lost_to_a_session_reinitialization_is_repeated_once() {
+        let (out, n) = run(vec![reinit()]).await;
+        assert_eq!((out.unwrap(), n), (2, 2));
+        let (out, n) = run(vec![reinit(), reinit()]).await;
+        assert!(lost_to_reinit(&out.unwrap_err()));
+        assert_eq!(n, 2, "repeated once, not more");
+        let (out, n) = run(vec![ServiceError::McpError(ErrorData::internal_error("boom", None))]).await;
+        assert!(!lost_to_reinit(&out.unwrap_err()));
+        assert_eq!(n, 1, "other errors are not repeated");
+        let (out, n) = run(vec![]).await;
+        assert_eq!((out.unwrap(), n), (1, 1));
     }
 }
