@@ -139,6 +139,17 @@ async fn send_invalid_request<Role: ServiceRole, W: AsyncWrite + Unpin>(
     write_message(write, &message).await
 }
 
+/// Dropping the transport closes the write half, as `close` does, even while [`LineWriter`]s exist: rmcp drops a
+/// transport whose handshake failed without closing it, and a child must see its stdin end to exit. (Should a
+/// writer be mid-line at that moment, the half closes when the last handle goes.)
+impl<Role, R, W> Drop for LineTransport<Role, R, W> {
+    fn drop(&mut self) {
+        if let Ok(mut w) = self.write.try_lock() {
+            drop(w.take());
+        }
+    }
+}
+
 /// Decodes one line (no `\n`) the way [`LineTransport`]'s `receive` does. `Err` carries why a line is skipped, and
 /// whether it is owed an `Invalid request` answer.
 pub fn decode_line<Role: FastDecode>(line: &[u8]) -> Result<RxJsonRpcMessage<Role>, Skip> {
@@ -753,5 +764,19 @@ mod tests {
         assert_eq!(result.content[0].as_text().unwrap().text, text);
         let got = t.receive().await.unwrap();
         assert!(matches!(got, JsonRpcMessage::Response(ref r) if r.id == rmcp::model::RequestId::Number(4)));
+    }
+    /// A transport dropped without `close` (rmcp does that when a handshake fails) still ends the other side's
+    /// input, although a writer handle outlives it.
+    #[tokio::test]
+    async fn dropping_the_transport_closes_its_write_half_despite_writers() {
+        let (r, _their_w) = tokio::io::duplex(1024);
+        let (mut their_r, w) = tokio::io::duplex(1024);
+        let t = LineTransport::<RoleClient, _, _>::new(r, w);
+        let writer = t.writer();
+        drop(t);
+        let mut buf = [0u8; 16];
+        assert_eq!(their_r.read(&mut buf).await.unwrap(), 0, "the reader sees the end of the stream");
+        let err = writer.send_line(b"{}".to_vec()).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotConnected);
     }
 }
