@@ -775,7 +775,11 @@ mod tests {
         let writer = t.writer();
         drop(t);
         let mut buf = [0u8; 16];
-        assert_eq!(their_r.read(&mut buf).await.unwrap(), 0, "the reader sees the end of the stream");
+        assert_eq!(
+            their_r.read(&mut buf).await.unwrap(),
+            0,
+            "the reader sees the end of the stream"
+        );
         let err = writer.send_line(b"{}".to_vec()).await.unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::NotConnected);
     }
