@@ -454,26 +454,10 @@ async fn a_socket_connection_has_the_fast_path_with_the_same_results() {
     let path = dir.path().join("mux.sock");
     let log = dir.path().join("events.jsonl");
     let listener = tokio::net::UnixListener::bind(&path).unwrap();
-    let bridge = tokio::spawn(async move {
-        let (sock, _) = listener.accept().await.unwrap();
-        let mut child = tokio::process::Command::new(mcp_fixture::bin_path())
-            .arg("--event-log")
-            .arg(&log)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let (mut sock_r, mut sock_w) = sock.into_split();
-        let (mut stdin, mut stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-        let up = tokio::spawn(async move {
-            let _ = tokio::io::copy(&mut sock_r, &mut stdin).await;
-        });
-        let _ = tokio::io::copy(&mut stdout, &mut sock_w).await;
-        up.abort();
-        let _ = child.wait().await;
-    });
+    let bridge = tokio::spawn(mcp_fixture::bridge_one_socket_connection(
+        listener,
+        [std::ffi::OsString::from("--event-log"), log.clone().into_os_string()],
+    ));
     let config = json!({"mcpServers": {"fx": {"socket": path}}});
     let server = pimcp_config::load_in_memory(
         &config,

@@ -12,24 +12,7 @@ async fn round_trip_over_a_unix_socket() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mux.sock");
     let listener = tokio::net::UnixListener::bind(&path).unwrap();
-    let bridge = tokio::spawn(async move {
-        let (sock, _) = listener.accept().await.unwrap();
-        let mut child = tokio::process::Command::new(fixture())
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let (mut sock_r, mut sock_w) = sock.into_split();
-        let (mut stdin, mut stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
-        let up = tokio::spawn(async move {
-            let _ = tokio::io::copy(&mut sock_r, &mut stdin).await;
-        });
-        let _ = tokio::io::copy(&mut stdout, &mut sock_w).await;
-        up.abort();
-        let _ = child.wait().await;
-    });
+    let bridge = tokio::spawn(mcp_fixture::bridge_one_socket_connection(listener, Vec::<&str>::new()));
     let server = server("mux", Transport::Socket(SocketTransport { path: path.clone() }));
     let conn = pimcp_actors::transport::connect(spec(server, dir.path()), ())
         .await
