@@ -105,21 +105,28 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for CancelOnClose<T> {
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         let mut ids: Vec<RequestId> = lock(&self.pending).drain().collect();
         ids.sort_by_key(ToString::to_string);
-        async move {
-            let deadline = tokio::time::Instant::now() + CANCEL_WRITE_LIMIT;
-            for id in ids {
-                match tokio::time::timeout_at(deadline, self.inner.send(cancellation(id))).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => break,
-                    Err(_) => {
-                        tracing::debug!("cancellations at close were not written within {CANCEL_WRITE_LIMIT:?}");
-                        break;
-                    }
-                }
+        cancel_then_close(&mut self.inner, ids.into_iter().map(cancellation))
+    }
+}
+
+/// Writes `cancellations` through `transport` (all of them within [`CANCEL_WRITE_LIMIT`]; stops at the first that
+/// fails), then closes it. Shared with the fast request path's wrapper.
+pub(super) async fn cancel_then_close<T: Transport<RoleClient>>(
+    transport: &mut T,
+    cancellations: impl IntoIterator<Item = ClientJsonRpcMessage>,
+) -> Result<(), T::Error> {
+    let deadline = tokio::time::Instant::now() + CANCEL_WRITE_LIMIT;
+    for message in cancellations {
+        match tokio::time::timeout_at(deadline, transport.send(message)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => break,
+            Err(_) => {
+                tracing::debug!("cancellations at close were not written within {CANCEL_WRITE_LIMIT:?}");
+                break;
             }
-            self.inner.close().await
         }
     }
+    transport.close().await
 }
 
 #[cfg(test)]

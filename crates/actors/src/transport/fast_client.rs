@@ -22,7 +22,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
@@ -42,8 +41,6 @@ use super::LineWriter;
 pub(crate) const FIRST_FAST_ID: u64 = 1 << 32;
 /// One past the last fast id: JSON numbers stay exact below 2⁵³.
 const FAST_ID_END: u64 = 1 << 53;
-/// Upper bound for writing the cancellations of waiting fast requests at close.
-const CANCEL_WRITE_LIMIT: Duration = Duration::from_millis(500);
 /// The `reason` of the cancellations sent at close.
 const CLOSE_REASON: &str = "the client is closing the connection";
 
@@ -508,20 +505,10 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for FastClient<T> {
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         let ids = self.shared.close_all();
-        async move {
-            let deadline = tokio::time::Instant::now() + CANCEL_WRITE_LIMIT;
-            for id in ids {
-                match tokio::time::timeout_at(deadline, self.inner.send(cancellation(id, CLOSE_REASON))).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => break,
-                    Err(_) => {
-                        tracing::debug!("cancellations at close were not written within {CANCEL_WRITE_LIMIT:?}");
-                        break;
-                    }
-                }
-            }
-            self.inner.close().await
-        }
+        super::cancel_on_close::cancel_then_close(
+            &mut self.inner,
+            ids.into_iter().map(|id| cancellation(id, CLOSE_REASON)),
+        )
     }
 }
 
