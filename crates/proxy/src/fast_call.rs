@@ -20,7 +20,9 @@
 //! - when the session ends, calls still running get the bound rmcp gives its own handlers (5 s after stdin's end,
 //!   2 s after a cancellation), then their tokens are cancelled and the stream is closed.
 //!
-//! Only requests rmcp would serve with exactly that logic take this path: the session was opened with `initialize`
+//! Only requests rmcp would serve with exactly that logic take this path, and only those that asked for no progress
+//! (a `progressToken` call is answered by rmcp's loop, after the progress notifications queued before its answer):
+//! the session was opened with `initialize`
 //! at a version before 2026-07-28 and the request names no protocol version in its `_meta` (the inline 2026-07-28
 //! lifecycle has per-request negotiation and metadata checks; those requests go to rmcp). Not reproduced, and not
 //! observable on stdio: rmcp's task-local `ORIGINATING_REQUEST`, which tags the server→client requests a handler
@@ -144,7 +146,10 @@ fn fast_peer(slot: &PeerSlot, request: &ClientRequest) -> Option<Peer<RoleServer
     let peer = slot.get()?;
     let info = peer.peer_info()?;
     let legacy = info.protocol_version.as_str() < ProtocolVersion::V_2026_07_28.as_str();
-    (legacy && request.get_meta().protocol_version().is_none()).then(|| peer.clone())
+    let meta = request.get_meta();
+    // A call that asked for progress stays on rmcp's path: there its answer is written by the same loop, after the
+    // progress notifications already queued for the host; written from here it could overtake them.
+    (legacy && meta.protocol_version().is_none() && meta.get_progress_token().is_none()).then(|| peer.clone())
 }
 
 impl<W: AsyncWrite + Send + Unpin + 'static> State<W> {
