@@ -26,7 +26,7 @@ use crate::lane::{Lane, LiveCall};
 use crate::policy::{ConnectBackoff, CrashLoopBreaker};
 use crate::router::RouterMsg;
 use crate::status::{ServerState, ServerStatus};
-use crate::transport::{self, ConnectError, ConnectSpec, Connection, Era, SessionResume};
+use crate::transport::{self, ConnectError, ConnectSpec, Connection, Era, SessionResume, TransportKind};
 
 /// Messages of a [`ServerActor`]. External requests carry a `reply`; the rest are reports from its own tasks and
 /// timers, each tagged with the generation it belongs to.
@@ -628,6 +628,7 @@ impl ServerActor {
         let Some(live) = &st.live else { return };
         let peer = live.peer.clone();
         let caps = live.conn.capabilities.clone();
+        let concurrent = lists_concurrently(live.conn.transport);
         let stop = live.watch_stop.clone();
         let timeout = st.cfg.timeouts.request;
         let generation = st.generation;
@@ -637,7 +638,7 @@ impl ServerActor {
             async move {
                 let all = [ListKind::Tools, ListKind::Resources, ListKind::Prompts];
                 let result = tokio::select! {
-                    r = tokio::time::timeout(timeout, discover(&peer, &caps, &all)) => match r {
+                    r = tokio::time::timeout(timeout, discover(&peer, &caps, &all, concurrent)) => match r {
                         Ok(r) => r.map(Box::new),
                         Err(_) => Err(format!(
                             "discovery took longer than {}",
@@ -1169,10 +1170,11 @@ impl ServerActor {
                 st.refresh_running = true;
                 let peer = live.peer.clone();
                 let caps = live.conn.capabilities.clone();
+                let concurrent = lists_concurrently(live.conn.transport);
                 let timeout = st.cfg.timeouts.request;
                 let me = myself.clone();
                 tokio::spawn(async move {
-                    let result = match tokio::time::timeout(timeout, discover(&peer, &caps, &kinds)).await {
+                    let result = match tokio::time::timeout(timeout, discover(&peer, &caps, &kinds, concurrent)).await {
                         Ok(r) => r.map(Box::new),
                         Err(_) => Err(format!(
                             "refreshing lists took longer than {}",
@@ -1506,10 +1508,17 @@ fn apply_discovery(meta: &mut ServerMetadata, d: Discovery) {
 /// Lists tools (all pages; failure fails), and resources/prompts when advertised (failure tolerated). The three
 /// lists are independent, so they are requested at once: a first call waits for the slowest list, not for the sum
 /// of three round trips.
+/// Over HTTP the lists go one after another: concurrent requests race a server's session expiry (one is re-sent
+/// after the re-initialization, the others fail or get HTTP 500 while the server drops the session).
+fn lists_concurrently(transport: TransportKind) -> bool {
+    matches!(transport, TransportKind::Stdio | TransportKind::UnixSocket)
+}
+
 async fn discover(
     peer: &Peer<RoleClient>,
     caps: &rmcp::model::ServerCapabilities,
     kinds: &[ListKind],
+    concurrent: bool,
 ) -> std::result::Result<Discovery, String> {
     let tools = async {
         if !kinds.contains(&ListKind::Tools) {
@@ -1539,8 +1548,12 @@ async fn discover(
             .ok()
     };
     // A failed tools/list fails discovery at once; the other lists still in flight are dropped.
-    let (tools, resources, prompts) =
-        tokio::try_join!(tools, async { Ok(resources.await) }, async { Ok(prompts.await) })?;
+    let (tools, resources, prompts) = if concurrent {
+        tokio::try_join!(tools, async { Ok(resources.await) }, async { Ok(prompts.await) })?
+    } else {
+        let tools = tools.await?;
+        (tools, resources.await, prompts.await)
+    };
     Ok(Discovery {
         tools,
         resources,
@@ -1549,12 +1562,20 @@ async fn discover(
 }
 
 /// rmcp's Streamable HTTP client fails the requests still in flight when the server expires the session and the
-/// client re-initializes (`-32603` with this message). A listing is safe to repeat on the new session; a tool call
-/// is not, and is never repeated.
+/// client re-initializes (`-32603` with this message), and a request racing the expiry can fail to send (the server
+/// answers it with HTTP 500 while it drops the session). A listing is safe to repeat on the new session; a tool
+/// call is not, and is never repeated. A send refused for authorization is not repeated either (the OAuth path
+/// counts those refusals).
 fn lost_to_reinit(e: &ServiceError) -> bool {
-    matches!(e, ServiceError::McpError(d)
-        if d.code == rmcp::model::ErrorCode::INTERNAL_ERROR
-            && d.message.contains("session was re-initialized before the response arrived"))
+    match e {
+        ServiceError::McpError(d) => {
+            d.code == rmcp::model::ErrorCode::INTERNAL_ERROR
+                && d.message
+                    .contains("session was re-initialized before the response arrived")
+        }
+        ServiceError::TransportSend(_) => !e.is_authorization_required(),
+        _ => false,
+    }
 }
 
 /// Runs a list request, once more if its session was re-initialized under it (see [`lost_to_reinit`]).
@@ -1634,7 +1655,7 @@ async fn connect_and_discover(
     let peer = conn.client.peer().clone();
     let all = [ListKind::Tools, ListKind::Resources, ListKind::Prompts];
     let outcome = tokio::select! {
-        r = tokio::time::timeout(request_timeout, discover(&peer, &conn.capabilities, &all)) => Some(r),
+        r = tokio::time::timeout(request_timeout, discover(&peer, &conn.capabilities, &all, lists_concurrently(conn.transport))) => Some(r),
         _ = cancel.cancelled() => None,
     };
     match outcome {
@@ -1816,5 +1837,14 @@ mod tests {
         assert_eq!(n, 1, "other errors are not repeated");
         let (out, n) = run(vec![]).await;
         assert_eq!((out.unwrap(), n), (1, 1));
+        let send_failed = || {
+            ServiceError::TransportSend(rmcp::transport::DynamicTransportError::from_parts(
+                "test",
+                std::any::TypeId::of::<()>(),
+                Box::new(std::io::Error::other("HTTP 500")),
+            ))
+        };
+        let (out, n) = run(vec![send_failed()]).await;
+        assert_eq!((out.unwrap(), n), (2, 2), "a failed send of a listing is repeated once");
     }
 }
