@@ -6,8 +6,9 @@
 //! `tools/call` result through fifteen result types (each failure formats an error message), after buffering the
 //! whole line into serde's `Content` tree. Measured on `pimcp-run`, that decode was the largest single item of the
 //! CPU a proxied call costs. This transport decodes a `tools/call` request (server role) and a plain tool result
-//! (client role) straight into their types, and every other line exactly as rmcp does, through the same
-//! `JsonRpcMessage` deserializer. The fast path only takes lines whose shape leaves rmcp's unions no other choice;
+//! (client role) straight into their types (in one pass for the common shapes, see `fast_decode`, else through
+//! serde's derives of those types), and every other line exactly as rmcp does, through the same `JsonRpcMessage`
+//! deserializer. The fast path only takes lines whose shape leaves rmcp's unions no other choice;
 //! `tests` compare both decodes on every shape the fast path accepts.
 //!
 //! Framing follows rmcp's stream transport: lines up to 16 MiB (longer ones are discarded with an error log),
@@ -416,55 +417,87 @@ fn is_plain_tool_result(raw: &RawValue) -> bool {
 
 impl FastDecode for RoleClient {
     /// A response whose result is a plain tool result (`content`, optionally `structuredContent`, `isError`,
-    /// `_meta`, `resultType`).
+    /// `_meta`, `resultType`): in one pass when `fast_decode::tool_result` is sure of the line, else through
+    /// [`typed_tool_result`].
     fn fast_decode(line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
-        let shape = serde_json::from_slice::<Shape<'_>>(line).ok()?;
-        if shape.method.is_some() || shape.error || !is_plain_tool_result(shape.result?) {
-            return None;
-        }
-        let response = serde_json::from_slice::<JsonRpcResponse<CallToolResult>>(line).ok()?;
-        Some(JsonRpcMessage::Response(JsonRpcResponse {
-            jsonrpc: response.jsonrpc,
-            id: response.id,
-            result: ServerResult::CallToolResult(response.result),
-        }))
+        super::fast_decode::tool_result(line).or_else(|| typed_tool_result(line))
     }
 }
 
-impl FastDecode for RoleServer {
-    /// A `tools/call` request: no other request type in rmcp's `ClientRequest` union accepts that method.
-    fn fast_decode(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
-        let shape = serde_json::from_slice::<Shape<'_>>(line).ok()?;
-        if shape.method.as_deref() != Some("tools/call") || !shape.id || shape.result.is_some() || shape.error {
-            return None;
-        }
-        let request = serde_json::from_slice::<JsonRpcRequest<CallToolRequest>>(line).ok()?;
-        Some(JsonRpcMessage::Request(JsonRpcRequest {
-            jsonrpc: request.jsonrpc,
-            id: request.id,
-            request: ClientRequest::CallToolRequest(request.request),
-        }))
+/// A plain tool result the slower way: a pre-scan of the keys, then serde's derived decode of
+/// `JsonRpcResponse<CallToolResult>` (content blocks of any kind).
+fn typed_tool_result(line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
+    let shape = serde_json::from_slice::<Shape<'_>>(line).ok()?;
+    if shape.method.is_some() || shape.error || !is_plain_tool_result(shape.result?) {
+        return None;
     }
+    let response = serde_json::from_slice::<JsonRpcResponse<CallToolResult>>(line).ok()?;
+    Some(JsonRpcMessage::Response(JsonRpcResponse {
+        jsonrpc: response.jsonrpc,
+        id: response.id,
+        result: ServerResult::CallToolResult(response.result),
+    }))
+}
+
+impl FastDecode for RoleServer {
+    /// A `tools/call` request (no other request type in rmcp's `ClientRequest` union accepts that method): in one
+    /// pass when `fast_decode::tool_call` is sure of the line, else through [`typed_tool_call`].
+    fn fast_decode(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+        super::fast_decode::tool_call(line).or_else(|| typed_tool_call(line))
+    }
+}
+
+/// A `tools/call` request the slower way: a pre-scan of the keys, then serde's derived decode of
+/// `JsonRpcRequest<CallToolRequest>`.
+fn typed_tool_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+    let shape = serde_json::from_slice::<Shape<'_>>(line).ok()?;
+    if shape.method.as_deref() != Some("tools/call") || !shape.id || shape.result.is_some() || shape.error {
+        return None;
+    }
+    let request = serde_json::from_slice::<JsonRpcRequest<CallToolRequest>>(line).ok()?;
+    Some(JsonRpcMessage::Request(JsonRpcRequest {
+        jsonrpc: request.jsonrpc,
+        id: request.id,
+        request: ClientRequest::CallToolRequest(request.request),
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+    use super::super::fast_decode::corpus::{self, Fingerprint, Rng, rmcp_decode};
     use super::*;
     use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
     use tokio::io::AsyncReadExt as _;
 
-    /// rmcp's own decode of a line, as its `Debug` text (the message types have no `PartialEq`; `Debug` shows every
-    /// field, `None` and `Some(Null)` apart).
-    fn general<Role: ServiceRole>(line: &str) -> Option<String> {
-        serde_json::from_str::<RxJsonRpcMessage<Role>>(line.strip_prefix('\u{feff}').unwrap_or(line))
-            .ok()
-            .map(|m| format!("{m:?}"))
+    /// rmcp's own decode of a line, fingerprinted (see `fast_decode::corpus::Fingerprint`: `Debug`, the JSON it
+    /// serializes back to, and a request's `_meta`, which `Debug` does not show).
+    fn general<Role: ServiceRole>(line: &str) -> Option<String>
+    where
+        RxJsonRpcMessage<Role>: Fingerprint,
+    {
+        rmcp_decode::<Role>(line)
     }
 
-    fn debug<T: std::fmt::Debug>(v: Option<T>) -> Option<String> {
-        v.map(|v| format!("{v:?}"))
+    fn debug<M: Fingerprint>(v: Option<M>) -> Option<String> {
+        v.map(|m| m.fingerprint())
+    }
+
+    /// Every order of the keys of `object` (a flat list of `"key":value` entries).
+    fn permutations(entries: &[&str]) -> Vec<String> {
+        if entries.len() <= 1 {
+            return vec![entries.join(",")];
+        }
+        let mut out = Vec::new();
+        for i in 0..entries.len() {
+            let mut rest = entries.to_vec();
+            let first = rest.remove(i);
+            for tail in permutations(&rest) {
+                out.push(format!("{first},{tail}"));
+            }
+        }
+        out
     }
 
     /// Tool results in every shape the fast path accepts, and near misses it must leave to the general decode.
@@ -480,6 +513,23 @@ mod tests {
             r#"[{"type":"text","text":"a","_meta":{"k":1}},{"type":"text","text":"b"}]"#,
             r#"[{"type":"unknown-kind","x":1}]"#,
             r#"{"not":"a list"}"#,
+            r#"[{"text":"hi","type":"text"}]"#,
+            r#"[{"type":"text","text":"a\u0000b\ud83d\ude00\/\\","x":[1,{"y":null}]}]"#,
+            r#"[{"type":"text","text":"hi","annotations":{"audience":["assistant","user"],"priority":1,"lastModified":"2025-01-12"}}]"#,
+            r#"[{"type":"text","text":"hi","annotations":null,"_meta":null}]"#,
+            r#"[{"type":"text","text":"hi","annotations":{"audience":["robot"]}}]"#,
+            r#"[{"type":"text","text":"hi","annotations":{"audience":[{"user":null}]}}]"#,
+            r#"[{"type":"text","text":"hi","annotations":[["user"],0.5]}]"#,
+            r#"[{"type":"text","text":"a","text":"b"}]"#,
+            r#"[{"type":"text","type":"text","text":"a"}]"#,
+            r#"[{"type":0,"text":"a"}]"#,
+            r#"[{"type":"text"}]"#,
+            r#"[{"text":"a"}]"#,
+            r#"[{"type":"image","mimeType":"image/png","data":"aGk=","_meta":{"k":[1]},"annotations":{"priority":0}}]"#,
+            r#"[{"type":"image","data":"aGk="}]"#,
+            r#"[{"type":"text","text":"a"},{"type":"image","data":"aGk=","mimeType":"image/png"},{"type":"resource_link","uri":"file:///a","name":"a"}]"#,
+            r#"null"#,
+            r#"[null]"#,
         ];
         let extras = [
             "",
@@ -488,7 +538,16 @@ mod tests {
             r#","isError":"yes""#,
             r#","structuredContent":{"a":[1,2]}"#,
             r#","structuredContent":null"#,
+            r#","structuredContent":[1,"two",3.5,-0,18446744073709551615]"#,
+            r#","structuredContent":"text""#,
+            r#","isError":null"#,
+            r#","isError":1"#,
             r#","_meta":{"progressToken":3}"#,
+            r#","_meta":[]"#,
+            r#","resultType":null"#,
+            r#","resultType":"other""#,
+            r#","isError":true,"isError":false"#,
+            r#","\u0069sError":true"#,
             r#","_meta":null"#,
             r#","resultType":"complete""#,
             r#","resultType":"input_required""#,
@@ -502,7 +561,7 @@ mod tests {
         let mut lines = Vec::new();
         for c in contents {
             for x in extras {
-                for id in ["1", r#""abc""#] {
+                for id in ["1", r#""abc""#, "9223372036854775808", "1.0", "null"] {
                     lines.push(format!(
                         r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":{c}{x}}}}}"#
                     ));
@@ -526,7 +585,28 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":4,"method":"roots/list"}"#.to_string(),
             r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"nope"}}"#.to_string(),
             "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[]}}".to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"isError":true}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"a":1}}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}} x"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}  "#.to_string(),
+            r#" {"jsonrpc" : "2.0" , "id" : 1 , "result" : { "content" : [ { "type" : "text" , "text" : "hi" } ] } } "#
+                .to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]"#.to_string(),
         ]);
+        // Every order of the keys, at the top and in the result.
+        let result_keys = [
+            r#""content":[{"type":"text","text":"hi"}]"#,
+            r#""isError":false"#,
+            r#""structuredContent":{"a":1}"#,
+            r#""_meta":{"k":"v"}"#,
+        ];
+        for result in permutations(&result_keys) {
+            let top = [r#""jsonrpc":"2.0""#, r#""id":3"#, r#""extra":[1]"#];
+            let result = format!(r#""result":{{{result}}}"#);
+            for top in permutations(&[top[0], top[1], top[2], &result]) {
+                lines.push(format!("{{{top}}}"));
+            }
+        }
         lines
     }
 
@@ -544,10 +624,33 @@ mod tests {
             r#"{"name":5}"#,
             r#"[]"#,
             r#"null"#,
+            r#"{"_meta":null,"name":"echo"}"#,
+            r#"{"_meta":{},"name":"echo"}"#,
+            r#"{"_meta":5,"name":"echo"}"#,
+            r#"{"name":"echo","_meta":{"a":1},"_meta":{"b":2}}"#,
+            r#"{"name":"echo","name":"other"}"#,
+            r#"{"name":"a\"b\\c\u00e9\ud83d\ude00","arguments":{"k":"\n\t\u0000"}}"#,
+            r#"{"n\u0061me":"echo","\u005fmeta":{"progressToken":2}}"#,
+            r#"{"name":"echo","arguments":{"a":1,"a":[2],"n":[1.5,-0,1e300,18446744073709551615,-9223372036854775808]}}"#,
+            r#"{"name":"echo","requestState":"s"}"#,
+            r#"{"name":"echo","requestState":null}"#,
+            r#"{"name":"echo","requestState":5}"#,
+            r#"{"name":"echo","inputResponses":null}"#,
+            r#"{"name":"echo","inputResponses":{"r":{"action":"accept"}}}"#,
+            r#"{"name":"echo","meta":{"x":1},"Name":"x"}"#,
         ];
         let mut lines = Vec::new();
         for p in params {
-            for id in ["1", r#""r-1""#, "null"] {
+            for id in [
+                "1",
+                r#""r-1""#,
+                "null",
+                "-0",
+                "1e2",
+                "1.5",
+                "9223372036854775807",
+                "9223372036854775808",
+            ] {
                 lines.push(format!(
                     r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{p}}}"#
                 ));
@@ -563,15 +666,40 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_string(),
             r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#.to_string(),
             r#"{"jsonrpc":"2.0","id":2,"result":{}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","method":"tools/call","params":{"name":"a"}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"},"params":{"name":"b"}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"},"_meta":{"progressToken":1}}"#
+                .to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"},"error":null}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}} x"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a"}"#.to_string(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"Tools/call","params":{"name":"a"}}"#.to_string(),
+            r#"{"jsonrpc":2.0,"id":1,"method":"tools/call","params":{"name":"a"}}"#.to_string(),
+            "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"a\"}}".to_string(),
         ]);
+        // Every order of the keys, at the top and in the params.
+        let param_keys = [
+            r#""name":"mcp""#,
+            r#""arguments":{"tool":"fixture_echo","args":{"text":"hi"}}"#,
+            r#""_meta":{"progressToken":"t"}"#,
+            r#""task":null"#,
+        ];
+        for params in permutations(&param_keys) {
+            let params = format!(r#""params":{{{params}}}"#);
+            let top = [r#""jsonrpc":"2.0""#, r#""id":7"#, r#""method":"tools/call""#];
+            for top in permutations(&[top[0], top[1], top[2], &params]) {
+                lines.push(format!("{{{top}}}"));
+            }
+        }
         lines
     }
 
-    /// Every line decodes to exactly what rmcp's own decode gives (or fails where it fails), and the fast path is
-    /// taken for the plain shapes.
+    /// Every line decodes to exactly what rmcp's own decode gives (or fails where it fails), and the fast paths
+    /// (the one-pass decode, then the typed one) are taken for the plain shapes.
     #[test]
     fn fast_decode_agrees_with_rmcp() {
-        let mut fast = 0;
+        let (mut fast, mut one_pass) = (0, 0);
         for line in tool_results() {
             let ours = debug(decode_line::<RoleClient>(line.as_bytes()).ok());
             assert_eq!(ours, general::<RoleClient>(&line), "client line {line}");
@@ -580,18 +708,50 @@ mod tests {
                 fast += 1;
                 assert_eq!(debug(Some(m)), general::<RoleClient>(&line), "fast client line {line}");
             }
+            if let Some(m) = super::super::fast_decode::tool_result(stripped.as_bytes()) {
+                one_pass += 1;
+                assert_eq!(
+                    debug(Some(m)),
+                    general::<RoleClient>(&line),
+                    "one-pass client line {line}"
+                );
+            }
         }
-        assert!(fast >= 100, "the fast path took only {fast} tool results");
-        let mut fast = 0;
+        assert!(fast >= 1000, "the fast path took only {fast} tool results");
+        assert!(one_pass >= 800, "the one-pass decode took only {one_pass} tool results");
+        let (mut fast, mut one_pass) = (0, 0);
         for line in tool_calls() {
             let ours = debug(decode_line::<RoleServer>(line.as_bytes()).ok());
             assert_eq!(ours, general::<RoleServer>(&line), "server line {line}");
-            if let Some(m) = RoleServer::fast_decode(line.as_bytes()) {
+            let stripped = line.strip_prefix('\u{feff}').unwrap_or(&line);
+            if let Some(m) = RoleServer::fast_decode(stripped.as_bytes()) {
                 fast += 1;
                 assert_eq!(debug(Some(m)), general::<RoleServer>(&line), "fast server line {line}");
             }
+            if let Some(m) = super::super::fast_decode::tool_call(stripped.as_bytes()) {
+                one_pass += 1;
+                assert_eq!(
+                    debug(Some(m)),
+                    general::<RoleServer>(&line),
+                    "one-pass server line {line}"
+                );
+            }
         }
-        assert!(fast >= 15, "the fast path took only {fast} tool calls");
+        assert!(fast >= 600, "the fast path took only {fast} tool calls");
+        assert!(one_pass >= 600, "the one-pass decode took only {one_pass} tool calls");
+    }
+
+    /// The generated corpus (`fast_decode::corpus`) through the whole decode: every line as rmcp decodes it.
+    #[test]
+    fn generated_lines_decode_like_rmcp() {
+        for (line, _) in corpus::tool_results(&mut Rng::new(0x5eed_0003), 2000) {
+            let ours = debug(decode_line::<RoleClient>(line.as_bytes()).ok());
+            assert_eq!(ours, general::<RoleClient>(&line), "client line {line}");
+        }
+        for (line, _) in corpus::tool_calls(&mut Rng::new(0x5eed_0004), 2000) {
+            let ours = debug(decode_line::<RoleServer>(line.as_bytes()).ok());
+            assert_eq!(ours, general::<RoleServer>(&line), "server line {line}");
+        }
     }
 
     #[test]

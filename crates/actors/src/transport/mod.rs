@@ -8,6 +8,7 @@
 mod cancel_on_close;
 mod error;
 mod fast_client;
+mod fast_decode;
 mod handshake;
 mod http;
 mod lines;
