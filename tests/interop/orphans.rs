@@ -1,6 +1,7 @@
 //! Child processes never outlive `pimcp-run`: the fixture upstream (started lazily by a call) and the grandchild it
 //! leaves in its process group (`sleep 1000`, which ignores stdin EOF) both vanish within 2 s of `pimcp-run` being
-//! SIGKILLed — the guardian shim (`pimcp-run` itself, re-executed in shim mode) kills the group.
+//! SIGKILLed — the guardian shim (`pimcp-shim`, or `pimcp-run` itself re-executed in shim mode) kills the group. The
+//! shim may be the standby one pimcp-run starts ahead of the first call; an idle standby dies with pimcp-run too.
 
 use std::path::Path;
 use std::time::Duration;
@@ -48,7 +49,8 @@ async fn sigkill_of_pimcp_run_leaves_no_child_or_grandchild() {
     let _reaper = KillLeftovers(vec![server, grandchild]);
     assert!(pid_alive(server) && pid_alive(grandchild));
 
-    // The fixture's parent is the guardian shim, started with the hidden shim argument.
+    // The fixture's parent is the guardian shim, started with the hidden shim argument (or as the standby shim, which
+    // the first start takes).
     let shim = parent_of(server).expect("fixture parent");
     assert_ne!(
         shim, mcp.pid,
@@ -59,9 +61,11 @@ async fn sigkill_of_pimcp_run_leaves_no_child_or_grandchild() {
         .split(|b| *b == 0)
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
-    assert_eq!(
-        shim_args.get(1).map(String::as_str),
-        Some(pimcp_actors_shim_arg()),
+    assert!(
+        matches!(
+            shim_args.get(1).map(String::as_str),
+            Some(arg) if arg == pimcp_actors_shim_arg() || arg == STANDBY_ARG
+        ),
         "{shim_args:?}"
     );
     // The small `pimcp-shim` next to pimcp-run when it is built, else pimcp-run itself.
@@ -88,6 +92,47 @@ async fn sigkill_of_pimcp_run_leaves_no_child_or_grandchild() {
     drop(mcp);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_of_pimcp_run_ends_its_idle_standby_shim() {
+    let sandbox = Sandbox::new(json!({ "fixture": { "command": mcp_fixture::bin_path() } }));
+    let mcp = sandbox.serve().await;
+    // No call: the lazy server never starts, and the standby shim waits for it.
+    let mut standby = None;
+    assert!(
+        eventually(Duration::from_secs(10), async || {
+            standby = children_of(mcp.pid).into_iter().find(|&pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(STANDBY_ARG.as_bytes()))
+            });
+            standby.is_some()
+        })
+        .await,
+        "pimcp-run started no standby shim for its lazy stdio server"
+    );
+    let standby = standby.unwrap();
+    let _reaper = KillLeftovers(vec![standby]);
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &mcp.pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(
+        eventually(Duration::from_secs(2), async || !pid_alive(standby)).await,
+        "the idle standby shim {standby} is still alive 2 s after SIGKILL of pimcp-run"
+    );
+    drop(mcp);
+}
+
+/// Live children of `parent` (from `/proc/*/stat`).
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| parent_of(pid) == Some(parent) && pid_alive(pid))
+        .collect()
+}
+
 /// Kills (by pid) whatever a failed run left behind, so a red test does not leak `sleep 1000` processes.
 struct KillLeftovers(Vec<u32>);
 
@@ -105,3 +150,6 @@ impl Drop for KillLeftovers {
 fn pimcp_actors_shim_arg() -> &'static str {
     "__pimcp_shim__"
 }
+
+/// The hidden first argument of a standby shim (`pimcp_actors::process::STANDBY_ARG`).
+const STANDBY_ARG: &str = "__pimcp_shim_standby__";

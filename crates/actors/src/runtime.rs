@@ -91,6 +91,12 @@ impl std::fmt::Debug for RuntimeHandle {
 pub const CONTROL_REPLY_SLACK: Duration = Duration::from_secs(5);
 
 impl RuntimeHandle {
+    /// The pid of the standby guardian shim waiting to start this runtime's next stdio server, if one is waiting
+    /// (see [`StandbySlot`](crate::process::StandbySlot)).
+    pub fn standby_shim_pid(&self) -> Option<u32> {
+        self.shared.process.standby.waiting_pid()
+    }
+
     /// Per-server state, counts, protocol, last error, failures and uptime. Never waits on a server.
     pub fn status(&self) -> StatusSnapshot {
         let mut snapshot = self.shared.board.snapshot();
@@ -356,6 +362,31 @@ impl RuntimeHandle {
 }
 
 /// Maps a failed one-off request (`prompts/get`, `resources/read`) to a categorized error.
+/// Starts the standby guardian shim (see `process::StandbySlot`) when the shim is on and a lazy stdio server has yet
+/// to start: its first call then skips the shim's exec. As a task, so `start` does not wait for the spawn.
+fn prepare_standby_shim(shared: &Arc<Shared>, servers: &[pimcp_config::ServerConfig]) {
+    let lazy_stdio = servers.iter().any(|s| {
+        matches!(s.transport, pimcp_config::Transport::Stdio(_))
+            && matches!(
+                s.lifecycle,
+                pimcp_config::Lifecycle::Lazy | pimcp_config::Lifecycle::LazyKeepAlive
+            )
+            && matches!(s.availability, pimcp_config::Availability::Available)
+    });
+    if !lazy_stdio {
+        return;
+    }
+    let Some(shim) = shared.process.shim_executable() else {
+        return;
+    };
+    let slot = shared.process.standby.clone();
+    tokio::spawn(async move {
+        if let Err(e) = slot.prepare(&shim) {
+            tracing::debug!(error = %e, shim = %shim.display(), "could not start a standby guardian shim");
+        }
+    });
+}
+
 fn request_error(server: &str, operation: &str, e: rmcp::service::ServiceError) -> Error {
     match e {
         rmcp::service::ServiceError::McpError(e) => Error::Protocol {
@@ -446,12 +477,15 @@ impl Runtime {
             config,
             agent_dir,
             data_dir,
-            process,
+            mut process,
             http,
             handlers,
             tuning,
             auth,
         } = opts;
+        // A slot of its own: options cloned into another runtime must not share a standby shim (its pipes belong to
+        // this runtime's reactor).
+        process.standby = crate::process::StandbySlot::default();
         // Built on first use: a runtime of stdio servers never loads the root certificates.
         let http = match http {
             Some(h) => crate::transport::SharedHttp::from(h),
@@ -527,6 +561,7 @@ impl Runtime {
         });
         shared.set_connect_budget(&config.servers);
         auth.attach(&shared);
+        prepare_standby_shim(&shared, &config.servers);
         // Version 0 is the catalog being built above; the router starts from it instead of building it again.
         let (catalog_tx, catalog_rx) = watch::channel(Arc::new(Catalog::default()));
         let args = SupArgs {
@@ -588,6 +623,7 @@ impl Runtime {
             .await
             .is_ok();
         shared.root.cancel();
+        shared.process.standby.clear();
         for a in &actors {
             a.stop(Some("shutdown".into()));
         }

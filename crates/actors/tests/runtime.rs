@@ -14,5 +14,6 @@ mod runtime {
     mod http;
     mod observability;
     mod retry;
+    mod standby;
     mod stress;
 }

@@ -10,5 +10,6 @@ mod transport {
     mod lifecycle;
     mod socket;
     mod sse;
+    mod standby;
     mod stdio;
 }

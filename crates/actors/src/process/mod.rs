@@ -7,6 +7,7 @@
 
 mod npx;
 pub mod shim;
+mod standby;
 mod stderr;
 pub(crate) mod sys;
 
@@ -20,7 +21,8 @@ use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use tokio::process::{ChildStdin, ChildStdout};
 
 pub use npx::{NpxResolution, resolve_npx};
-pub use shim::{SHIM_ARG, shim_main_if_requested};
+pub use shim::{SHIM_ARG, STANDBY_ARG, shim_main_if_requested};
+pub use standby::StandbySlot;
 pub use stderr::{STDERR_TAIL_BYTES, StderrTail};
 
 /// Default wait after closing stdin, and again after SIGTERM (SPEC 4: bounded graceful close).
@@ -61,6 +63,8 @@ pub struct ProcessOptions {
     pub resolve_npx: bool,
     /// JSON file caching npx resolutions for 24 h; `None` = no cache file.
     pub npx_cache: Option<PathBuf>,
+    /// The standby guardian shim (see [`StandbySlot`]); `Runtime::start` gives each runtime a slot of its own.
+    pub standby: StandbySlot,
 }
 
 impl Default for ProcessOptions {
@@ -70,6 +74,7 @@ impl Default for ProcessOptions {
             close_grace: DEFAULT_CLOSE_GRACE,
             resolve_npx: true,
             npx_cache: None,
+            standby: StandbySlot::default(),
         }
     }
 }
@@ -182,7 +187,6 @@ impl SpawnPlan {
                     .arg(our_pid.to_string())
                     .arg(&self.program)
                     .args(&self.args);
-                c.env(shim::GRACE_ENV, self.close_grace.as_millis().to_string());
                 c
             }
             None => {
@@ -203,7 +207,10 @@ impl SpawnPlan {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        if self.shim.is_some() {
+            // After `env_clear` (`inheritEnv: false`), which would drop it.
+            cmd.env(shim::GRACE_ENV, self.close_grace.as_millis().to_string());
+        }
         // The shim arms its own parent-death signal first thing, checks that its parent is still `our_pid` (else it
         // exits before starting anything) and resets the server's signal mask itself: it needs no hook here. Without
         // a hook std spawns with posix_spawn (a vfork-style clone) instead of forking this whole process, whose
@@ -227,37 +234,79 @@ impl SpawnPlan {
                 });
             }
         }
-        let mut wrapped = CommandWrap::from(cmd);
-        wrapped.wrap(ProcessGroup::leader());
-        wrapped.wrap(KillOnDrop);
-        let mut child = wrapped.spawn()?;
-        let pid = child
-            .id()
-            .ok_or_else(|| std::io::Error::other("child exited before its pid was read"))?;
-        let stdin = child
-            .stdin()
-            .take()
-            .ok_or_else(|| std::io::Error::other("child stdin missing"))?;
-        let stdout = child
-            .stdout()
-            .take()
-            .ok_or_else(|| std::io::Error::other("child stdout missing"))?;
-        let stderr = child.stderr().take();
-        let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
-        Ok(Spawned {
-            child: ChildProcess {
-                child,
-                pid,
-                pgid,
-                shimmed: self.shim.is_some(),
-                status: None,
-                gone: false,
-            },
-            stdin,
-            stdout,
-            stderr,
-        })
+        spawn_leader(cmd, self.shim.is_some())
     }
+
+    /// [`SpawnPlan::spawn`], through the runtime's waiting standby shim when there is one for this plan's shim (see
+    /// [`StandbySlot`]): the server then starts without a second exec.
+    pub fn spawn_with(&self, standby: &StandbySlot) -> std::io::Result<Spawned> {
+        if let Some(shim) = &self.shim
+            && let Some(spawned) = standby.start(shim, &self.standby_spec())
+        {
+            return Ok(spawned);
+        }
+        self.spawn()
+    }
+
+    /// What a standby shim needs to start this plan's server as [`SpawnPlan::spawn`] would: the environment the
+    /// server would get (ours or the minimal one, then the plan's variables; never the shim's grace variable).
+    fn standby_spec(&self) -> shim::StandbySpec {
+        let mut env: Vec<(OsString, OsString)> = if self.inherit_env {
+            std::env::vars_os().collect()
+        } else {
+            MINIMAL_ENV
+                .iter()
+                .filter_map(|key| std::env::var_os(key).map(|v| (OsString::from(key), v)))
+                .collect()
+        };
+        for (key, value) in &self.env {
+            env.retain(|(k, _)| k.as_os_str() != std::ffi::OsStr::new(key));
+            env.push((key.into(), value.into()));
+        }
+        env.retain(|(k, _)| k.as_os_str() != std::ffi::OsStr::new(shim::GRACE_ENV));
+        shim::StandbySpec {
+            program: self.program.clone().into_os_string(),
+            args: self.args.clone(),
+            cwd: self.cwd.clone().into_os_string(),
+            env,
+            grace: self.close_grace,
+        }
+    }
+}
+
+/// Spawns `cmd` with piped stdio as the leader of a new process group (killed on drop).
+fn spawn_leader(mut cmd: tokio::process::Command, shimmed: bool) -> std::io::Result<Spawned> {
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut wrapped = CommandWrap::from(cmd);
+    wrapped.wrap(ProcessGroup::leader());
+    wrapped.wrap(KillOnDrop);
+    let mut child = wrapped.spawn()?;
+    let pid = child
+        .id()
+        .ok_or_else(|| std::io::Error::other("child exited before its pid was read"))?;
+    let stdin = child
+        .stdin()
+        .take()
+        .ok_or_else(|| std::io::Error::other("child stdin missing"))?;
+    let stdout = child
+        .stdout()
+        .take()
+        .ok_or_else(|| std::io::Error::other("child stdout missing"))?;
+    let stderr = child.stderr().take();
+    let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
+    Ok(Spawned {
+        child: ChildProcess {
+            child,
+            pid,
+            pgid,
+            shimmed,
+            status: None,
+            gone: false,
+        },
+        stdin,
+        stdout,
+        stderr,
+    })
 }
 
 /// How a [`ChildProcess::shutdown`] ended.

@@ -154,7 +154,7 @@ async fn attempt<H: ClientHandler>(
     deadline: Instant,
 ) -> Result<Connection<H>, Failure> {
     let name = spec.server.name.clone();
-    let spawned = plan.spawn().map_err(|e| {
+    let spawned = plan.spawn_with(&spec.process.standby).map_err(|e| {
         let message = match &plan.shim {
             Some(shim) if !process::is_executable(shim) => format!(
                 "cannot start the guardian shim `{}` ({e}); set {} or install `{}` next to pimcp",

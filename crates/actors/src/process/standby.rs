@@ -1,0 +1,110 @@
+//! The standby guardian shim: one shim started ahead of need, so that starting a lazy stdio server on its first call
+//! costs one exec (the server's) instead of two (shim, then server).
+//!
+//! The runtime starts it (as a task, off the start-up path) when the shim is enabled and a lazy stdio server has yet
+//! to start. It is spawned like any shim (own process group, `posix_spawn`, piped stdio) but with
+//! [`STANDBY_ARG`](super::shim::STANDBY_ARG): it arms its parent-death signal and then blocks reading its stdin. The
+//! next [`SpawnPlan`](super::SpawnPlan) that uses the same shim executable takes it: pimcp writes the
+//! [`StandbySpec`] (program, arguments, working directory, the server's whole environment, the close grace) into
+//! its stdin, and from then on the standby is exactly the shim that spawn would have started, with the same pipes
+//! already in place. One standby at most, never replaced once taken: an idle shim is ~2 MiB.
+//!
+//! Nothing is left behind: dropping the slot's standby closes its stdin (it exits on EOF) and `Drop` of its
+//! [`ChildProcess`](super::ChildProcess) SIGKILLs its group; when pimcp dies the pipe closes too. A standby that
+//! died meanwhile, a spec that does not fit or a write that fails all fall back to the normal spawn.
+
+use std::io::Write as _;
+use std::os::fd::AsFd as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::shim::{STANDBY_ARG, StandbySpec};
+use super::{Spawned, spawn_leader, sys};
+
+/// The runtime's standby shim, if one is waiting. Clones share it.
+#[derive(Clone, Default)]
+pub struct StandbySlot(Arc<Mutex<Option<Standby>>>);
+
+struct Standby {
+    shim: PathBuf,
+    spawned: Spawned,
+}
+
+impl std::fmt::Debug for StandbySlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let waiting = self.lock().as_ref().map(|s| s.spawned.child.pid());
+        f.debug_struct("StandbySlot").field("waiting_pid", &waiting).finish()
+    }
+}
+
+impl StandbySlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Standby>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts a standby `shim` unless one is waiting already; returns its pid. Must run inside a tokio runtime on a
+    /// long-lived thread (as [`SpawnPlan::spawn`](super::SpawnPlan::spawn): the parent-death signal is tied to the
+    /// thread that spawns).
+    pub fn prepare(&self, shim: &Path) -> std::io::Result<u32> {
+        if let Some(waiting) = self.lock().as_ref() {
+            return Ok(waiting.spawned.child.pid());
+        }
+        let mut cmd = tokio::process::Command::new(shim);
+        cmd.arg(STANDBY_ARG).arg(std::process::id().to_string());
+        let spawned = spawn_leader(cmd, true)?;
+        let pid = spawned.child.pid();
+        let mut slot = self.lock();
+        if let Some(waiting) = slot.as_ref() {
+            // Another task prepared one meanwhile; ours is dropped (and killed).
+            return Ok(waiting.spawned.child.pid());
+        }
+        *slot = Some(Standby {
+            shim: shim.to_path_buf(),
+            spawned,
+        });
+        tracing::debug!(pid, shim = %shim.display(), "standby guardian shim started");
+        Ok(pid)
+    }
+
+    /// The waiting standby's pid, if any.
+    pub fn waiting_pid(&self) -> Option<u32> {
+        self.lock().as_ref().map(|s| s.spawned.child.pid())
+    }
+
+    /// Drops the waiting standby, if any (it is killed).
+    pub fn clear(&self) {
+        drop(self.lock().take());
+    }
+
+    /// Hands the waiting standby of `shim` what to run; `None` (the caller spawns normally) when there is none, it
+    /// already exited, the spec cannot be encoded or the write fails. A taken standby is never put back.
+    pub(crate) fn start(&self, shim: &Path, spec: &StandbySpec) -> Option<Spawned> {
+        let mut slot = self.lock();
+        if slot.as_ref().is_none_or(|s| s.shim != shim) {
+            return None;
+        }
+        let bytes = spec.encode()?;
+        let standby = slot.take()?;
+        drop(slot);
+        let pid = standby.spawned.child.pid();
+        if sys::child_has_exited(pid).unwrap_or(true) {
+            tracing::debug!(pid, "the standby guardian shim had exited; spawning normally");
+            return None;
+        }
+        // The pipe is fresh and the spec is at most STANDBY_SPEC_MAX bytes, under a pipe's 64 KiB: one write on the
+        // (non-blocking) descriptor takes it all. Anything else drops the standby, which then dies.
+        let written = standby
+            .spawned
+            .stdin
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(|fd| std::fs::File::from(fd).write_all(&bytes));
+        match written {
+            Ok(()) => Some(standby.spawned),
+            Err(e) => {
+                tracing::debug!(pid, error = %e, "could not hand the standby guardian shim its server; spawning normally");
+                None
+            }
+        }
+    }
+}
