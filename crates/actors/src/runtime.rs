@@ -362,8 +362,8 @@ impl RuntimeHandle {
 }
 
 /// Maps a failed one-off request (`prompts/get`, `resources/read`) to a categorized error.
-/// Starts the standby guardian shim (see `process::StandbySlot`) when the shim is on and a lazy stdio server has yet
-/// to start: its first call then skips the shim's exec. As a task, so `start` does not wait for the spawn.
+/// Starts the standby guardian shim (see `process::StandbySlot`) when a dedicated shim is on and a lazy stdio server
+/// has yet to start: its first call then skips the shim's exec. As a task, so `start` does not wait for the spawn.
 fn prepare_standby_shim(shared: &Arc<Shared>, servers: &[pimcp_config::ServerConfig]) {
     let lazy_stdio = servers.iter().any(|s| {
         matches!(s.transport, pimcp_config::Transport::Stdio(_))
@@ -373,7 +373,9 @@ fn prepare_standby_shim(shared: &Arc<Shared>, servers: &[pimcp_config::ServerCon
             )
             && matches!(s.availability, pimcp_config::Availability::Available)
     });
-    if !lazy_stdio {
+    // A host binary re-executed as its own shim (`CurrentExe`, e.g. pimcp-run's CLI commands) would idle at ~5 MiB
+    // and cost a large exec on every command, most of which never start a server: only the dedicated shim waits.
+    if !lazy_stdio || matches!(shared.process.shim, crate::process::ShimMode::CurrentExe) {
         return;
     }
     let Some(shim) = shared.process.shim_executable() else {
