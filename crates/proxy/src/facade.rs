@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pimcp_actors::{
     CallOptions, CallProgress, Catalog, CatalogTool, Error as RuntimeError, ErrorCategory, Glob, MetadataSource,
-    RuntimeHandle, ServerCatalog, ServerState as RuntimeState, ServerStatus, StatusSnapshot, ToolOutput,
+    Resolution, RuntimeHandle, ServerCatalog, ServerState as RuntimeState, ServerStatus, StatusSnapshot, ToolOutput,
     approval_required, sanitize_server, tool_candidates,
 };
 use pimcp_config::{Config, ServerConfig};
@@ -577,6 +577,15 @@ impl Proxy {
         server: Option<&str>,
         ctx: &CallContext,
     ) -> ProxyResponse {
+        // A name the current catalog knows resolves here, as the router would in that same snapshot: no round trip
+        // through the router's mailbox. Anything else (fuzzy, ambiguous, not yet discovered) goes to the router.
+        let found = match self.inner.runtime.catalog().resolve(tool, server) {
+            Resolution::Found(resolved) => Some(resolved),
+            _ => None,
+        };
+        if let Some(resolved) = found {
+            return self.call_resolved(&resolved, args, ctx).await;
+        }
         match self.inner.runtime.resolve(tool, server).await {
             Ok(resolved) => self.call_resolved(&resolved, args, ctx).await,
             Err(e) => self.runtime_error(e, server).into(),
@@ -590,7 +599,30 @@ impl Proxy {
         args: Map<String, Value>,
         ctx: &CallContext,
     ) -> ProxyResponse {
-        if let Err(e) = self.check_args(tool, &args) {
+        let mut args = args;
+        let checked = match tool.input_schema() {
+            Ok(schema) => {
+                let validator = match self.cached_validator(tool, &schema) {
+                    Some(validator) => validator,
+                    None => {
+                        // The schema must be compiled (the first call of this tool, or new metadata): a lazy server
+                        // not started yet is asked to start first, and the compile runs while it spawns and
+                        // initializes (the yield lets the runtime send the request and start the process).
+                        if self.start_idle_server(&tool.server) {
+                            tokio::task::yield_now().await;
+                        }
+                        self.compile_validator(tool, &schema)
+                    }
+                };
+                check_args_with(&validator, &schema, &mut args)
+            }
+            // An unusable cached schema never blocks the call: the server validates, and connecting refreshes it.
+            Err(e) => {
+                tracing::warn!(error = %e, "skipping argument validation");
+                Ok(())
+            }
+        };
+        if let Err(e) = checked {
             return e.into();
         }
         let bridge = self.inner.bridge.get();
@@ -739,41 +771,69 @@ impl Proxy {
         built
     }
 
-    fn check_args(&self, tool: &CatalogTool, args: &Map<String, Value>) -> std::result::Result<(), ProxyError> {
-        // An unusable cached schema never blocks the call: the server validates, and connecting refreshes it.
-        let schema = match tool.input_schema() {
-            Ok(schema) => schema,
-            Err(e) => {
-                tracing::warn!(error = %e, "skipping argument validation");
-                return Ok(());
-            }
-        };
-        let validator = self.validator(tool, &schema);
-        // Only `tool`/`args` keys can be nested gateway parameters: the schema copy is skipped on ordinary calls.
-        if args.contains_key("tool") || args.contains_key("args") {
-            let schema_value = Value::Object((*schema).clone());
-            check_not_nested(args, &schema_value).map_err(ProxyError::from)?;
-        }
-        validator.check(args).map_err(ProxyError::from)
+    /// The compiled validator of `tool` for this very schema, if there is one.
+    fn cached_validator(
+        &self,
+        tool: &CatalogTool,
+        input_schema: &Arc<rmcp::model::JsonObject>,
+    ) -> Option<Arc<ArgsValidator>> {
+        let cache = self
+            .inner
+            .validators
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache
+            .get(&tool.name)
+            .filter(|(schema, _)| Arc::ptr_eq(schema, input_schema))
+            .map(|(_, v)| v.clone())
     }
 
-    fn validator(&self, tool: &CatalogTool, input_schema: &Arc<rmcp::model::JsonObject>) -> Arc<ArgsValidator> {
+    /// Compiles (outside the cache's lock) and caches `tool`'s validator for `input_schema`.
+    fn compile_validator(&self, tool: &CatalogTool, input_schema: &Arc<rmcp::model::JsonObject>) -> Arc<ArgsValidator> {
+        let v = Arc::new(ArgsValidator::new(&tool.name, &Value::Object((**input_schema).clone())));
         let mut cache = self
             .inner
             .validators
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((schema, v)) = cache.get(&tool.name)
-            && Arc::ptr_eq(schema, input_schema)
-        {
-            return v.clone();
-        }
         if cache.len() >= MAX_VALIDATORS {
             cache.clear();
         }
-        let v = Arc::new(ArgsValidator::new(&tool.name, &Value::Object((**input_schema).clone())));
         cache.insert(tool.name.clone(), (input_schema.clone(), v.clone()));
         v
+    }
+
+    /// Asks `server` to start when it is idle and has never failed (a lazy server before its first call), without
+    /// waiting; returns whether it asked. A server already connected, connecting, failing or disabled is left to the
+    /// call itself, which reports its state as before.
+    fn start_idle_server(&self, server: &str) -> bool {
+        let runtime = &self.inner.runtime;
+        // Cheap first: a server with live metadata has been connected.
+        if runtime
+            .catalog()
+            .server(server)
+            .is_some_and(|sc| sc.source == Some(MetadataSource::Live))
+        {
+            return false;
+        }
+        let idle = runtime
+            .status()
+            .servers
+            .iter()
+            .any(|s| s.name == server && s.state == RuntimeState::Cached && s.failures == 0);
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return false;
+        };
+        if !idle {
+            return false;
+        }
+        let runtime = runtime.clone();
+        let server = server.to_owned();
+        // The call queues behind this connect; its outcome (and any error) reaches the call the usual way.
+        handle.spawn(async move {
+            let _ = runtime.connect(&server).await;
+        });
+        true
     }
 
     fn render(&self, tool: &CatalogTool, output: ToolOutput) -> ProxyResponse {
@@ -966,6 +1026,20 @@ impl Proxy {
             _ => ProxyError::new(category_of(e.category()), e.to_string()),
         }
     }
+}
+
+/// Checks a call's `args` with its tool's compiled validator (`schema` is what it was compiled from).
+fn check_args_with(
+    validator: &ArgsValidator,
+    schema: &rmcp::model::JsonObject,
+    args: &mut Map<String, Value>,
+) -> std::result::Result<(), ProxyError> {
+    // Only `tool`/`args` keys can be nested gateway parameters: the schema copy is skipped on ordinary calls.
+    if args.contains_key("tool") || args.contains_key("args") {
+        let schema_value = Value::Object(schema.clone());
+        check_not_nested(args, &schema_value).map_err(ProxyError::from)?;
+    }
+    validator.check_in_place(args).map_err(ProxyError::from)
 }
 
 fn respond(outcome: std::result::Result<String, ProxyError>) -> ProxyResponse {

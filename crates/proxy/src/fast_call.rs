@@ -131,8 +131,11 @@ tokio::task_local! {
 
 /// Runs `serving` (one session's handshake and service) so that [`offer_peer`], called by the `initialize` handler
 /// on this task, fills `slot`. rmcp answers `initialize` on the task that awaits `serve`, before its loop starts.
-pub(crate) async fn offering_peer<F: Future>(slot: PeerSlot, serving: F) -> F::Output {
-    OFFERED.scope(slot, serving).await
+pub(crate) fn offering_peer<F: Future>(
+    slot: PeerSlot,
+    serving: F,
+) -> tokio::task::futures::TaskLocalFuture<PeerSlot, F> {
+    OFFERED.scope(slot, serving)
 }
 
 /// Gives `peer` to the fast path of the session being initialized on this task, if it has one.

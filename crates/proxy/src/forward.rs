@@ -64,8 +64,13 @@ tokio::task_local! {
 }
 
 /// Runs `f` (one host request) with `peer` as the session that made it, so calls it makes are routed back to it.
-pub(crate) async fn with_caller<F: Future>(peer: Peer<RoleServer>, f: F) -> F::Output {
-    CALLER.scope(peer, f).await
+/// A plain function returning the scope future: an `async fn` wrapper would hold `f` twice (its argument and the
+/// scope it is moved into), doubling the size of every call's future.
+pub(crate) fn with_caller<F: Future>(
+    peer: Peer<RoleServer>,
+    f: F,
+) -> tokio::task::futures::TaskLocalFuture<Peer<RoleServer>, F> {
+    CALLER.scope(peer, f)
 }
 
 /// The identity of a host session: its peer info is set once at initialize and shared by every clone of its peer.

@@ -114,8 +114,24 @@ impl ArgsValidator {
         let Some(validator) = &self.validator else {
             return Ok(());
         };
-        let instance = Value::Object(args.clone());
+        self.outcome(problems(validator, &Value::Object(args.clone())))
+    }
+
+    /// [`ArgsValidator::check`] without copying `args`: they are validated in place (taken into a JSON value and
+    /// given back), for the call path that owns them.
+    pub(crate) fn check_in_place(&self, args: &mut Map<String, Value>) -> Result<()> {
+        let Some(validator) = &self.validator else {
+            return Ok(());
+        };
+        let instance = Value::Object(std::mem::take(args));
         let problems = problems(validator, &instance);
+        if let Value::Object(map) = instance {
+            *args = map;
+        }
+        self.outcome(problems)
+    }
+
+    fn outcome(&self, problems: Vec<String>) -> Result<()> {
         if problems.is_empty() {
             return Ok(());
         }

@@ -120,6 +120,50 @@ async fn arguments_are_validated_before_anything_is_sent() {
     env.shutdown().await;
 }
 
+/// On a server known only from the cache, the first call's validator is compiled while the server starts: invalid
+/// arguments still fail with the same validation message, nothing reaches the server, and the next valid call uses
+/// the connection that was started (one process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_server_starts_while_the_first_call_is_validated() {
+    let dir = std::sync::Arc::new(tempfile::tempdir().unwrap());
+    let invalid = json!({ "tool": "fx_echo", "args": { "text": 5 } });
+    let env = start_in(dir.clone(), one_server()).await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    let connected = env.mcp(invalid.clone()).await;
+    assert_error(&connected, "validation");
+    env.shutdown().await;
+    assert_eq!(count_events(&dir.path().join("fx.log"), "start", None), 1);
+
+    // Second run: the metadata comes from the cache and the server is not running.
+    let env = start_in(dir.clone(), one_server()).await;
+    let r = env.mcp(invalid).await;
+    assert_error(&r, "validation");
+    assert_eq!(
+        r.text(),
+        connected.text(),
+        "the same message as against a connected server"
+    );
+    let log = env.path("fx.log");
+    wait_until("the lazy server to start", std::time::Duration::from_secs(10), || {
+        count_events(&log, "start", None) == 2
+    })
+    .await;
+    let r = env.mcp(json!({ "tool": "fx_echo", "args": { "text": "after" } })).await;
+    assert_ok(&r);
+    assert_eq!(r.text(), "after");
+    assert_eq!(
+        count_events(&log, "start", None),
+        2,
+        "the call used the connection already started"
+    );
+    assert_eq!(
+        count_events(&log, "call", None),
+        1,
+        "the invalid call never reached the server"
+    );
+    env.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_mcp_input_is_a_validation_result() {
     let env = start(one_server()).await;
