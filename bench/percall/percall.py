@@ -7,7 +7,8 @@ mcpzip (`execute_tool`) when MCPZIP points at its binary. Prints median and p99 
 the direct calls, and the CPU the proxy process itself spent per call (utime+stime from /proc, 100 Hz ticks).
 
 Usage: percall.py [--calls N] [--blocks B] [--callgrind N]
-Env: PIMCP, FIXTURE, RELAY (default <repo>/target/release/{pimcp-run,mcp-fixture,mcp-null-relay}), MCPZIP (optional).
+Env: PIMCP, FIXTURE, RELAY (default <repo>/target/release/{pimcp-run,mcp-fixture,mcp-null-relay}), MCPZIP (optional),
+PIMCP_BASE (optional: a second pimcp-run, e.g. an older commit's, measured in the same run as "pimcp-run base").
 --callgrind N: instead, run pimcp-run under valgrind's callgrind for 100 and 100+N calls and print instructions per
 call (the difference / N): a count that does not depend on machine load.
 """
@@ -19,6 +20,7 @@ PIMCP = os.environ.get("PIMCP", os.path.join(REL, "pimcp-run"))
 FIXTURE = os.environ.get("FIXTURE", os.path.join(REL, "mcp-fixture"))
 RELAY = os.environ.get("RELAY", os.path.join(REL, "mcp-null-relay"))
 MCPZIP = os.environ.get("MCPZIP")
+PIMCP_BASE = os.environ.get("PIMCP_BASE")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -83,6 +85,11 @@ def peers(home):
     out = [Peer("direct", [FIXTURE], env, "echo", echo),
            Peer("null relay", [RELAY, FIXTURE], env, "echo", echo),
            Peer("pimcp-run", [PIMCP, "--config", cfg], env, "mcp", PIMCP_ECHO)]
+    if PIMCP_BASE:
+        bhome = os.path.join(home, "base")
+        os.makedirs(bhome, exist_ok=True)
+        benv, bcfg = pimcp_setup(bhome)
+        out.append(Peer("pimcp-run base", [PIMCP_BASE, "--config", bcfg], benv, "mcp", PIMCP_ECHO))
     if MCPZIP:
         zhome = os.path.join(home, "mcpzip")
         os.makedirs(zhome, exist_ok=True)
