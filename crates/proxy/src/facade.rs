@@ -31,7 +31,7 @@ use crate::text::{
     Category, ProxyError, ServerLine, ServerState, SkippedServer, instructions_text, list_text, search_text,
     status_text,
 };
-use crate::validate::{ArgsValidator, check_not_nested, validate_output};
+use crate::validate::{ArgsValidator, OutputValidator, check_not_nested};
 
 /// How long `connect`/`list` wait for the router to publish a freshly discovered catalog.
 pub const CATALOG_SETTLE: Duration = Duration::from_secs(2);
@@ -234,6 +234,8 @@ struct Inner {
     spill: SpillDir,
     index: Mutex<Option<Arc<Indexed>>>,
     validators: Mutex<HashMap<String, CachedValidator>>,
+    /// Compiled output schemas, like `validators` (a tool with an output schema no longer compiles it per call).
+    output_validators: Mutex<HashMap<String, CachedOutputValidator>>,
     bridge: OnceLock<HostBridge>,
     /// An operator notice shown at the top of `mcp({})` (a configuration reload that was refused, …).
     notice: RwLock<Option<String>>,
@@ -241,6 +243,8 @@ struct Inner {
 
 /// A compiled validator and the schema it was compiled from (compared by pointer).
 type CachedValidator = (Arc<JsonObject>, Arc<ArgsValidator>);
+/// The same for an output schema.
+type CachedOutputValidator = (Arc<JsonObject>, Arc<OutputValidator>);
 
 /// A search index and the catalog snapshot it was built from.
 pub(crate) struct Indexed {
@@ -276,6 +280,7 @@ impl Proxy {
                 spill,
                 index: Mutex::new(None),
                 validators: Mutex::new(HashMap::new()),
+                output_validators: Mutex::new(HashMap::new()),
                 bridge,
                 notice: RwLock::new(None),
             }),
@@ -378,6 +383,14 @@ impl Proxy {
     /// Parses the `arguments` of an `mcp` tool call and answers it; a parameter error is a `validation` result.
     pub async fn handle_arguments(&self, arguments: Option<&Value>, ctx: &CallContext) -> ProxyResponse {
         match parse_request(arguments) {
+            Ok(request) => self.handle(request, ctx).await,
+            Err(e) => ProxyError::from(e).into(),
+        }
+    }
+
+    /// [`Proxy::handle_arguments`] taking the arguments by value (a tool call's `args` are moved, not copied).
+    pub(crate) async fn handle_owned_arguments(&self, arguments: Option<Value>, ctx: &CallContext) -> ProxyResponse {
+        match crate::request::parse_request_owned(arguments) {
             Ok(request) => self.handle(request, ctx).await,
             Err(e) => ProxyError::from(e).into(),
         }
@@ -803,6 +816,32 @@ impl Proxy {
         v
     }
 
+    /// `tool`'s compiled output schema, compiled on first use and again when the schema changes.
+    fn output_validator(&self, tool: &CatalogTool, schema: &Arc<JsonObject>) -> Arc<OutputValidator> {
+        let cached = self
+            .inner
+            .output_validators
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&tool.name)
+            .filter(|(s, _)| Arc::ptr_eq(s, schema))
+            .map(|(_, v)| v.clone());
+        if let Some(v) = cached {
+            return v;
+        }
+        let v = Arc::new(OutputValidator::new(&Value::Object((**schema).clone())));
+        let mut cache = self
+            .inner
+            .output_validators
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.len() >= MAX_VALIDATORS {
+            cache.clear();
+        }
+        cache.insert(tool.name.clone(), (schema.clone(), v.clone()));
+        v
+    }
+
     /// Asks `server` to start when it is idle and has never failed (a lazy server before its first call), without
     /// waiting; returns whether it asked. A server already connected, connecting, failing or disabled is left to the
     /// call itself, which reports its state as before.
@@ -854,7 +893,9 @@ impl Proxy {
             })
         };
         if let Some(schema) = output_schema {
-            let report = validate_output(result.structured_content.as_ref(), &Value::Object((*schema).clone()));
+            let report = self
+                .output_validator(tool, &schema)
+                .report(result.structured_content.as_ref());
             if !report.valid {
                 tracing::warn!(server = %tool.server, tool = %tool.original, "{}", report.summary());
                 rendered

@@ -162,6 +162,32 @@ pub fn parse_request(params: Option<&Value>) -> Result<ProxyRequest> {
     Ok(ProxyRequest::Status)
 }
 
+/// [`parse_request`] taking the arguments by value: a tool call's `args` object is moved into the request, not
+/// copied. Only when the outcome cannot depend on it (a non-blank string `tool`, no `action`) is `args` taken out
+/// before parsing; the result is the same as [`parse_request`]'s.
+pub(crate) fn parse_request_owned(mut params: Option<Value>) -> Result<ProxyRequest> {
+    let moved = match &mut params {
+        Some(Value::Object(map))
+            if map
+                .get("tool")
+                .and_then(Value::as_str)
+                .is_some_and(|t| !t.trim().is_empty())
+                && map.get("action").is_none_or(Value::is_null) =>
+        {
+            match map.get_mut("args") {
+                Some(args @ Value::Object(_)) => Some(std::mem::take(args)),
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let mut request = parse_request(params.as_ref())?;
+    if let (Some(Value::Object(moved)), ProxyRequest::Call { args, .. }) = (moved, &mut request) {
+        *args = moved;
+    }
+    Ok(request)
+}
+
 fn invalid(param: &str, problem: &str) -> Error {
     Error::InvalidParam {
         param: param.to_string(),
@@ -251,8 +277,36 @@ mod tests {
 
     use super::*;
 
+    /// Parses with [`parse_request`] and checks that [`parse_request_owned`] gives the same outcome.
     fn parse(v: Value) -> std::result::Result<ProxyRequest, String> {
-        parse_request(Some(&v)).map_err(|e| e.to_string())
+        let borrowed = parse_request(Some(&v)).map_err(|e| e.to_string());
+        let owned = parse_request_owned(Some(v.clone())).map_err(|e| e.to_string());
+        assert_eq!(borrowed, owned, "{v}");
+        borrowed
+    }
+
+    /// The owned parse moves `args` only where that cannot change the outcome.
+    #[test]
+    fn owned_parsing_is_the_same_parse() {
+        for v in [
+            json!({ "tool": "a", "args": { "x": 1 } }),
+            json!({ "tool": "a", "server": "s", "args": { "x": { "y": [1] } } }),
+            json!({ "tool": "  ", "args": { "x": 1 } }),
+            json!({ "tool": "", "args": { "tool": "b" } }),
+            json!({ "tool": 5, "args": { "x": 1 } }),
+            json!({ "tool": "a", "action": "auth-complete", "server": "s", "args": { "code": "c" } }),
+            json!({ "tool": "a", "action": null, "args": { "x": 1 } }),
+            json!({ "tool": "a", "args": "{\"x\": 1}" }),
+            json!({ "tool": "a", "args": [1] }),
+            json!({ "tool": "a", "args": null }),
+            json!({ "tool": "a", "args": { "x": 1 }, "bogus": 1 }),
+            json!({ "tool": "a", "server": 3, "args": { "x": 1 } }),
+            json!({ "args": { "tool": "a", "args": {} } }),
+            json!({ "search": "q", "tool": "a", "args": { "x": 1 } }),
+        ] {
+            let _ = parse(v);
+        }
+        assert_eq!(parse_request_owned(None).unwrap(), ProxyRequest::Status);
     }
 
     fn obj(v: Value) -> Map<String, Value> {

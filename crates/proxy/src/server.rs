@@ -654,7 +654,7 @@ impl ProxyServer {
         let name = request.name.as_ref();
         if self.inner.mcp.is_some() && name == TOOL_NAME {
             let arguments = request.arguments.map(Value::Object);
-            let response = self.inner.proxy.handle_arguments(arguments.as_ref(), &call).await;
+            let response = self.inner.proxy.handle_owned_arguments(arguments, &call).await;
             return Ok(response.result.into());
         }
         let target = {

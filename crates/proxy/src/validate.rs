@@ -180,25 +180,44 @@ impl OutputReport {
 /// and 2020-12 are the common ones). A tool with an output schema must return structured content: absence is a
 /// problem.
 pub fn validate_output(structured: Option<&Value>, output_schema: &Value) -> OutputReport {
-    let Some(structured) = structured else {
-        return OutputReport {
-            valid: false,
-            problems: vec!["the tool declares an output schema but returned no structuredContent".to_string()],
-            schema_problem: None,
-        };
-    };
-    match compile(output_schema) {
-        Err(problem) => OutputReport {
-            valid: true,
-            problems: Vec::new(),
-            schema_problem: Some(problem),
-        },
-        Ok(validator) => {
-            let problems = problems(&validator, structured);
-            OutputReport {
-                valid: problems.is_empty(),
-                problems,
+    OutputValidator::new(output_schema).report(structured)
+}
+
+/// A tool's output schema compiled once ([`validate_output`] without the compile on every call).
+#[derive(Debug)]
+pub(crate) struct OutputValidator {
+    compiled: std::result::Result<jsonschema::Validator, String>,
+}
+
+impl OutputValidator {
+    pub(crate) fn new(output_schema: &Value) -> OutputValidator {
+        OutputValidator {
+            compiled: compile(output_schema),
+        }
+    }
+
+    /// What [`validate_output`] reports for `structured` against this schema.
+    pub(crate) fn report(&self, structured: Option<&Value>) -> OutputReport {
+        let Some(structured) = structured else {
+            return OutputReport {
+                valid: false,
+                problems: vec!["the tool declares an output schema but returned no structuredContent".to_string()],
                 schema_problem: None,
+            };
+        };
+        match &self.compiled {
+            Err(problem) => OutputReport {
+                valid: true,
+                problems: Vec::new(),
+                schema_problem: Some(problem.clone()),
+            },
+            Ok(validator) => {
+                let problems = problems(validator, structured);
+                OutputReport {
+                    valid: problems.is_empty(),
+                    problems,
+                    schema_problem: None,
+                }
             }
         }
     }
@@ -244,6 +263,10 @@ fn compile(schema: &Value) -> std::result::Result<jsonschema::Validator, String>
 
 /// Problems in a stable order (the validator's order follows its internal maps): by instance path, root first.
 fn problems(validator: &jsonschema::Validator, instance: &Value) -> Vec<String> {
+    // The common case first: a valid instance costs one pass and no error values.
+    if validator.is_valid(instance) {
+        return Vec::new();
+    }
     let mut found: Vec<(String, String)> = validator
         .iter_errors(instance)
         .map(|e| (e.instance_path().to_string(), e.masked().to_string()))
@@ -455,8 +478,17 @@ mod tests {
                 vec!["the tool declares an output schema but returned no structuredContent"],
             ),
         ];
+        // One compiled validator per schema, reused across the cases, reports what a fresh compile does.
+        let compiled07 = OutputValidator::new(&draft07);
+        let compiled2020 = OutputValidator::new(&draft2020);
         for (schema, structured, valid, problems) in cases {
             let report = validate_output(structured.as_ref(), schema);
+            let compiled = if std::ptr::eq(schema, &draft07) {
+                &compiled07
+            } else {
+                &compiled2020
+            };
+            assert_eq!(compiled.report(structured.as_ref()), report);
             assert_eq!(
                 (
                     report.valid,
