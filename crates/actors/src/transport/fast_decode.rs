@@ -1,23 +1,27 @@
 //! Single-pass decodes of the two lines every proxied tool call carries: the host's `tools/call` request and the
-//! upstream's tool result, read once with `serde_json` straight into rmcp's types (no pre-scan, no serde `Content`
-//! buffering, which rmcp's flattened and internally tagged derives go through).
+//! upstream's tool result, read once, byte by byte, straight into rmcp's types (no pre-scan, no serde `Content`
+//! buffering, which rmcp's flattened and internally tagged derives go through, no visitor layers).
 //!
 //! The contract is rmcp's own decode (`JsonRpcMessage`'s deserializer): a line these functions accept decodes to
 //! exactly what rmcp gives for it, and serializes back the same. They accept only a strict grammar whose rmcp
 //! decode is certain and answer `None` (decode it another way) for anything else: a key given twice, a value of an
 //! unexpected type, a content block other than `text`/`image`/`audio`, `inputResponses`, a `resultType` other than
 //! `complete`, an unknown key in a tool result (another `ServerResult` type might claim it), a line with `result`
-//! or `error` beside `method`, trailing bytes, bad JSON. What they rely on from rmcp 3.11 (each pinned by the
-//! differential tests in `lines.rs`):
+//! or `error` beside `method`, nesting deeper than [`MAX_DEPTH`], trailing bytes, bad JSON. The JSON syntax is
+//! checked here; what serde_json decides (a string with escapes, a number's value) is left to serde_json on that
+//! token, so strings and numbers come out exactly as in rmcp's decode. What they rely on from rmcp 3.11 (each
+//! pinned by the differential tests here and in `lines.rs`):
 //! - `tools/call` is claimed by `CallToolRequest` alone in `ClientRequest`; `params._meta` goes to the request's
 //!   extensions as a `RequestMetaObject` (the params' own `meta` stays `None`); unknown keys are ignored at the top
 //!   and in `params`; `"arguments": null` is `None`.
 //! - A result whose keys are all among `content`, `structuredContent`, `isError`, `_meta`, `resultType` is claimed
 //!   by `CallToolResult`; `"structuredContent": null` is `Some(Null)`, other `null`s are `None`; content blocks and
 //!   annotations ignore unknown keys; a priority is read as a JSON number, then narrowed to `f32`.
-//! - Ids decode through `RequestId`'s and `jsonrpc` through `JsonRpcVersion2_0`'s own deserializers.
+//! - Ids decode as `RequestId`'s own deserializer decodes them; objects are built as serde_json builds a `Map`
+//!   (insertion order, a repeated key keeps its first place and its last value).
 
-use std::fmt;
+use std::borrow::Cow;
+use std::sync::Arc;
 
 use rmcp::model::{
     Annotations, AudioContent, CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock,
@@ -26,445 +30,416 @@ use rmcp::model::{
 };
 use rmcp::service::RxJsonRpcMessage;
 use rmcp::{RoleClient, RoleServer};
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+
+/// Nesting deeper than this is declined (serde_json refuses a line nested 128 deep; well within that, the two
+/// decodes agree).
+pub(super) const MAX_DEPTH: usize = 100;
 
 /// A `tools/call` request (server role), or `None`.
 pub(super) fn tool_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
-    let (jsonrpc, id, request) = decode_whole::<CallLine>(line)?.0;
+    let mut c = Cursor { b: line, i: 0 };
+    let (mut jsonrpc, mut id, mut method, mut params) = (None, None, None, None);
+    c.object(|c, key| match &*key {
+        "jsonrpc" => set(&mut jsonrpc, c.exact("2.0")?),
+        "id" => set(&mut id, c.request_id()?),
+        "method" => set(&mut method, c.exact("tools/call")?),
+        "params" => set(&mut params, c.call_params()?),
+        // Not a request in rmcp's classification.
+        "result" | "error" => None,
+        _ => c.skip(2),
+    })?;
+    c.end()?;
+    jsonrpc?;
+    method?;
     Some(JsonRpcMessage::Request(JsonRpcRequest {
-        jsonrpc,
-        id,
-        request: ClientRequest::CallToolRequest(request),
+        jsonrpc: JsonRpcVersion2_0,
+        id: id?,
+        request: ClientRequest::CallToolRequest(params?),
     }))
 }
 
 /// A response carrying a plain tool result (client role), or `None`.
 pub(super) fn tool_result(line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
-    let (jsonrpc, id, result) = decode_whole::<ResultLine>(line)?.0;
+    let mut c = Cursor { b: line, i: 0 };
+    let (mut jsonrpc, mut id, mut result) = (None, None, None);
+    c.object(|c, key| match &*key {
+        "jsonrpc" => set(&mut jsonrpc, c.exact("2.0")?),
+        "id" => set(&mut id, c.request_id()?),
+        "result" => set(&mut result, c.tool_result()?),
+        // Not a response in rmcp's classification.
+        "method" | "error" => None,
+        _ => c.skip(2),
+    })?;
+    c.end()?;
+    jsonrpc?;
     Some(JsonRpcMessage::Response(JsonRpcResponse {
-        jsonrpc,
-        id,
-        result: ServerResult::CallToolResult(result),
+        jsonrpc: JsonRpcVersion2_0,
+        id: id?,
+        result: ServerResult::CallToolResult(result?),
     }))
 }
 
-/// `T` from the whole line (trailing whitespace only, as `serde_json::from_slice`).
-fn decode_whole<'de, T: Deserialize<'de>>(line: &'de [u8]) -> Option<T> {
-    let mut de = serde_json::Deserializer::from_slice(line);
-    let value = T::deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    Some(value)
+/// Stores a key's value; `None` (decline) when the key was given before (rmcp refuses those for its fields).
+fn set<T>(slot: &mut Option<T>, value: T) -> Option<()> {
+    if slot.is_some() {
+        return None;
+    }
+    *slot = Some(value);
+    Some(())
 }
 
-/// The answer when a line leaves the strict grammar: the caller decodes it another way.
-fn decline<E: de::Error>() -> E {
-    E::custom("not a line the fast decode is sure of")
+/// A position in a line. Every method answers `None` for what it does not accept, leaving the cursor anywhere.
+struct Cursor<'a> {
+    b: &'a [u8],
+    i: usize,
 }
 
-/// Stores a key's value, declining a key given twice (rmcp refuses those for its known fields).
-macro_rules! once {
-    ($slot:ident, $value:expr) => {
-        if $slot.replace($value).is_some() {
-            return Err(decline());
-        }
-    };
-}
-
-/// The value of a required key, or decline.
-macro_rules! need {
-    ($value:expr) => {
-        match $value {
-            Some(value) => value,
-            None => return Err(decline()),
-        }
-    };
-}
-
-/// Every key the grammar knows, told apart without allocating; each level reads the ones it has.
-enum Key {
-    Jsonrpc,
-    Id,
-    Method,
-    Params,
-    Result,
-    Error,
-    Name,
-    Arguments,
-    Meta,
-    InputResponses,
-    RequestState,
-    Content,
-    StructuredContent,
-    IsError,
-    ResultType,
-    Type,
-    Text,
-    Data,
-    MimeType,
-    Annotations,
-    Audience,
-    Priority,
-    LastModified,
-    Other,
-}
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an object key")
+impl<'a> Cursor<'a> {
+    /// The next byte after JSON whitespace, not consumed.
+    fn peek(&mut self) -> Option<u8> {
+        while let Some(&c) = self.b.get(self.i) {
+            if !matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                return Some(c);
             }
-            fn visit_str<E: de::Error>(self, key: &str) -> Result<Key, E> {
-                Ok(match key {
-                    "jsonrpc" => Key::Jsonrpc,
-                    "id" => Key::Id,
-                    "method" => Key::Method,
-                    "params" => Key::Params,
-                    "result" => Key::Result,
-                    "error" => Key::Error,
-                    "name" => Key::Name,
-                    "arguments" => Key::Arguments,
-                    "_meta" => Key::Meta,
-                    "inputResponses" => Key::InputResponses,
-                    "requestState" => Key::RequestState,
-                    "content" => Key::Content,
-                    "structuredContent" => Key::StructuredContent,
-                    "isError" => Key::IsError,
-                    "resultType" => Key::ResultType,
-                    "type" => Key::Type,
-                    "text" => Key::Text,
-                    "data" => Key::Data,
-                    "mimeType" => Key::MimeType,
-                    "annotations" => Key::Annotations,
-                    "audience" => Key::Audience,
-                    "priority" => Key::Priority,
-                    "lastModified" => Key::LastModified,
-                    _ => Key::Other,
-                })
-            }
+            self.i += 1;
         }
-        deserializer.deserialize_identifier(V)
+        None
     }
-}
 
-/// Deserializes from a JSON string equal to one of `Self::ACCEPTED`, giving its index; anything else declines.
-trait OneOf: Sized {
-    const ACCEPTED: &'static [&'static str];
-    fn pick(index: usize) -> Self;
-}
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.i += 1)
+    }
 
-fn deserialize_one_of<'de, T: OneOf, D: Deserializer<'de>>(deserializer: D) -> Result<T, D::Error> {
-    struct V<T>(std::marker::PhantomData<T>);
-    impl<T: OneOf> Visitor<'_> for V<T> {
-        type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a known string")
+    /// Only whitespace is left.
+    fn end(&mut self) -> Option<()> {
+        self.peek().is_none().then_some(())
+    }
+
+    /// An object; `member` reads each value, given its key (the cursor stands before the value).
+    fn object(&mut self, mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        if self.eat(b'}').is_some() {
+            return Some(());
         }
-        fn visit_str<E: de::Error>(self, s: &str) -> Result<T, E> {
-            T::ACCEPTED
-                .iter()
-                .position(|a| *a == s)
-                .map(T::pick)
-                .ok_or_else(decline)
-        }
-    }
-    deserializer.deserialize_str(V(std::marker::PhantomData))
-}
-
-macro_rules! one_of_deserialize {
-    ($t:ty) => {
-        impl<'de> Deserialize<'de> for $t {
-            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                deserialize_one_of(deserializer)
-            }
-        }
-    };
-}
-
-/// The method `tools/call`.
-struct ToolsCall;
-impl OneOf for ToolsCall {
-    const ACCEPTED: &'static [&'static str] = &["tools/call"];
-    fn pick(_: usize) -> Self {
-        ToolsCall
-    }
-}
-one_of_deserialize!(ToolsCall);
-
-/// `resultType: "complete"`, the one value with which rmcp's `CallToolResult` claims a result.
-struct Complete;
-impl OneOf for Complete {
-    const ACCEPTED: &'static [&'static str] = &["complete"];
-    fn pick(_: usize) -> Self {
-        Complete
-    }
-}
-one_of_deserialize!(Complete);
-
-/// A content block's `type` among those decoded here.
-#[derive(Clone, Copy)]
-enum Kind {
-    Text,
-    Image,
-    Audio,
-}
-impl OneOf for Kind {
-    const ACCEPTED: &'static [&'static str] = &["text", "image", "audio"];
-    fn pick(index: usize) -> Self {
-        match index {
-            0 => Kind::Text,
-            1 => Kind::Image,
-            _ => Kind::Audio,
-        }
-    }
-}
-one_of_deserialize!(Kind);
-
-/// An audience entry written as a plain string.
-struct AudienceRole(Role);
-impl OneOf for AudienceRole {
-    const ACCEPTED: &'static [&'static str] = &["user", "assistant"];
-    fn pick(index: usize) -> Self {
-        AudienceRole(if index == 0 { Role::User } else { Role::Assistant })
-    }
-}
-one_of_deserialize!(AudienceRole);
-
-/// Defines a `Deserialize` that reads a JSON object with the given visitor body.
-macro_rules! object_deserialize {
-    ($t:ty, $expecting:literal, |$map:ident| $body:block) => {
-        impl<'de> Deserialize<'de> for $t {
-            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                struct V;
-                impl<'de> Visitor<'de> for V {
-                    type Value = $t;
-                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                        f.write_str($expecting)
-                    }
-                    fn visit_map<A: MapAccess<'de>>(self, mut $map: A) -> Result<$t, A::Error> $body
+        loop {
+            let key = self.string()?;
+            self.eat(b':')?;
+            member(self, key)?;
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
                 }
-                deserializer.deserialize_map(V)
-            }
-        }
-    };
-}
-
-/// A whole `tools/call` request line.
-struct CallLine((JsonRpcVersion2_0, RequestId, CallToolRequest));
-
-object_deserialize!(CallLine, "a tools/call request", |map| {
-    let (mut jsonrpc, mut id, mut method, mut params) = (None, None, None, None);
-    while let Some(key) = map.next_key::<Key>()? {
-        match key {
-            Key::Jsonrpc => once!(jsonrpc, map.next_value::<JsonRpcVersion2_0>()?),
-            Key::Id => once!(id, map.next_value::<RequestId>()?),
-            Key::Method => once!(method, map.next_value::<ToolsCall>()?),
-            Key::Params => once!(params, map.next_value::<CallParams>()?),
-            // Not a request in rmcp's classification.
-            Key::Result | Key::Error => return Err(decline()),
-            _ => {
-                map.next_value::<IgnoredAny>()?;
+                _ => return None,
             }
         }
     }
-    let (Some(jsonrpc), Some(id), Some(ToolsCall), Some(params)) = (jsonrpc, id, method, params) else {
-        return Err(decline());
-    };
-    Ok(CallLine((jsonrpc, id, params.into_request())))
-});
 
-/// `params` of a `tools/call` request.
-struct CallParams {
-    meta: Option<JsonObject>,
-    name: String,
-    arguments: Option<JsonObject>,
-    request_state: Option<String>,
-}
+    /// An array; `element` reads each element.
+    fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        if self.eat(b']').is_some() {
+            return Some(());
+        }
+        loop {
+            element(self)?;
+            match self.peek()? {
+                b',' => self.i += 1,
+                b']' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
 
-impl CallParams {
-    /// As rmcp builds it: `_meta` in the extensions, not in the params.
-    fn into_request(self) -> CallToolRequest {
-        let mut params = CallToolRequestParams::new(self.name);
-        params.arguments = self.arguments;
-        params.request_state = self.request_state;
+    /// A string, borrowed when it has no escapes; one with escapes is decoded by serde_json, as rmcp's decode does.
+    fn string(&mut self) -> Option<Cow<'a, str>> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let start = self.i + 1;
+        let mut j = start;
+        loop {
+            match *self.b.get(j)? {
+                b'"' => break,
+                b'\\' => return self.escaped_string(),
+                // serde_json refuses control characters in strings.
+                0..=0x1f => return None,
+                _ => j += 1,
+            }
+        }
+        let s = std::str::from_utf8(&self.b[start..j]).ok()?;
+        self.i = j + 1;
+        Some(Cow::Borrowed(s))
+    }
+
+    fn escaped_string(&mut self) -> Option<Cow<'a, str>> {
+        let mut j = self.i + 1;
+        loop {
+            match *self.b.get(j)? {
+                b'"' => break,
+                b'\\' => j += 2,
+                _ => j += 1,
+            }
+        }
+        let s = serde_json::from_slice::<String>(self.b.get(self.i..=j)?).ok()?;
+        self.i = j + 1;
+        Some(Cow::Owned(s))
+    }
+
+    /// A string equal to `expected` (after unescaping).
+    fn exact(&mut self, expected: &str) -> Option<()> {
+        (self.string()? == expected).then_some(())
+    }
+
+    /// The bytes of a number token, handed to serde_json as `T` (which checks its syntax).
+    fn number<T: serde::de::DeserializeOwned>(&mut self) -> Option<T> {
+        self.peek()?;
+        let start = self.i;
+        while matches!(self.b.get(self.i), Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')) {
+            self.i += 1;
+        }
+        serde_json::from_slice(&self.b[start..self.i]).ok()
+    }
+
+    /// `true`, `false` or `null`, spelled out.
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        self.peek()?;
+        let end = self.i + word.len();
+        (self.b.get(self.i..end)? == word).then(|| self.i = end)
+    }
+
+    fn null(&mut self) -> Option<()> {
+        self.literal(b"null")
+    }
+
+    /// A JSON value at nesting `depth`, built as serde_json builds a `Value`.
+    fn value(&mut self, depth: usize) -> Option<Value> {
+        Some(match self.peek()? {
+            b'{' => Value::Object(self.map(depth)?),
+            b'[' => {
+                if depth > MAX_DEPTH {
+                    return None;
+                }
+                let mut items = Vec::new();
+                self.array(|c| {
+                    items.push(c.value(depth + 1)?);
+                    Some(())
+                })?;
+                Value::Array(items)
+            }
+            b'"' => Value::String(self.string()?.into_owned()),
+            b't' => self.literal(b"true").map(|()| Value::Bool(true))?,
+            b'f' => self.literal(b"false").map(|()| Value::Bool(false))?,
+            b'n' => self.null().map(|()| Value::Null)?,
+            _ => Value::Number(self.number()?),
+        })
+    }
+
+    /// An object at nesting `depth` as a map (`Map::insert` for each member, as serde_json's `Value` does).
+    fn map(&mut self, depth: usize) -> Option<JsonObject> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let mut map = JsonObject::new();
+        self.object(|c, key| {
+            // serde_json's `Value` treats its private marker keys (raw values, arbitrary-precision numbers) apart.
+            if key.starts_with("$serde_json::private::") {
+                return None;
+            }
+            let value = c.value(depth + 1)?;
+            map.insert(key.into_owned(), value);
+            Some(())
+        })?;
+        Some(map)
+    }
+
+    /// A value that is read for its syntax only.
+    fn skip(&mut self, depth: usize) -> Option<()> {
+        self.value(depth).map(drop)
+    }
+
+    /// `null` (`None`) or an object.
+    fn optional_map(&mut self, depth: usize) -> Option<Option<JsonObject>> {
+        match self.peek()? {
+            b'n' => self.null().map(|()| None),
+            _ => self.map(depth).map(Some),
+        }
+    }
+
+    /// `null` (`None`) or a string.
+    fn optional_string(&mut self) -> Option<Option<String>> {
+        match self.peek()? {
+            b'n' => self.null().map(|()| None),
+            _ => self.string().map(|s| Some(s.into_owned())),
+        }
+    }
+
+    /// `null` (`None`), `true` or `false`.
+    fn optional_bool(&mut self) -> Option<Option<bool>> {
+        match self.peek()? {
+            b'n' => self.null().map(|()| None),
+            b't' => self.literal(b"true").map(|()| Some(true)),
+            _ => self.literal(b"false").map(|()| Some(false)),
+        }
+    }
+
+    /// An id, as `RequestId`'s deserializer reads it (a string, or a number serde_json parses).
+    fn request_id(&mut self) -> Option<RequestId> {
+        match self.peek()? {
+            b'"' => Some(RequestId::String(Arc::from(self.string()?))),
+            b'-' | b'0'..=b'9' => self.number::<RequestId>(),
+            _ => None,
+        }
+    }
+
+    /// `params` of a `tools/call` request, built into the request as rmcp builds it: `_meta` in the extensions,
+    /// not in the params.
+    fn call_params(&mut self) -> Option<CallToolRequest> {
+        let (mut meta, mut name, mut arguments, mut input_responses, mut request_state) =
+            (None, None, None, None, None);
+        self.object(|c, key| match &*key {
+            "_meta" => set(&mut meta, c.optional_map(3)?),
+            "name" => set(&mut name, c.string()?.into_owned()),
+            "arguments" => set(&mut arguments, c.optional_map(3)?),
+            // Responses to input requests (MRTR) are left to rmcp.
+            "inputResponses" => set(&mut input_responses, c.null()?),
+            "requestState" => set(&mut request_state, c.optional_string()?),
+            _ => c.skip(3),
+        })?;
+        let mut params = CallToolRequestParams::new(name?);
+        params.arguments = arguments.flatten();
+        params.request_state = request_state.flatten();
         let mut request = CallToolRequest::new(params);
-        if let Some(meta) = self.meta {
+        if let Some(meta) = meta.flatten() {
             request.extensions.insert(RequestMetaObject::from(meta));
         }
-        request
+        Some(request)
     }
-}
 
-object_deserialize!(CallParams, "tools/call params", |map| {
-    let (mut meta, mut name, mut arguments, mut input_responses, mut request_state) = (None, None, None, None, None);
-    while let Some(key) = map.next_key::<Key>()? {
-        match key {
-            Key::Meta => once!(meta, map.next_value::<Option<JsonObject>>()?),
-            Key::Name => once!(name, map.next_value::<String>()?),
-            Key::Arguments => once!(arguments, map.next_value::<Option<JsonObject>>()?),
-            Key::InputResponses => once!(input_responses, map.next_value::<Option<IgnoredAny>>()?),
-            Key::RequestState => once!(request_state, map.next_value::<Option<String>>()?),
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-    }
-    // Responses to input requests (MRTR) are left to rmcp.
-    if input_responses.is_some_and(|r| r.is_some()) {
-        return Err(decline());
-    }
-    Ok(CallParams {
-        meta: meta.flatten(),
-        name: need!(name),
-        arguments: arguments.flatten(),
-        request_state: request_state.flatten(),
-    })
-});
-
-/// A whole response line carrying a tool result.
-struct ResultLine((JsonRpcVersion2_0, RequestId, CallToolResult));
-
-object_deserialize!(ResultLine, "a tool result response", |map| {
-    let (mut jsonrpc, mut id, mut result) = (None, None, None);
-    while let Some(key) = map.next_key::<Key>()? {
-        match key {
-            Key::Jsonrpc => once!(jsonrpc, map.next_value::<JsonRpcVersion2_0>()?),
-            Key::Id => once!(id, map.next_value::<RequestId>()?),
-            Key::Result => once!(result, map.next_value::<ToolResult>()?),
-            // Not a response in rmcp's classification.
-            Key::Method | Key::Error => return Err(decline()),
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-    }
-    let (Some(jsonrpc), Some(id), Some(ToolResult(result))) = (jsonrpc, id, result) else {
-        return Err(decline());
-    };
-    Ok(ResultLine((jsonrpc, id, result)))
-});
-
-/// A result object with tool-result keys only, `content` among them.
-struct ToolResult(CallToolResult);
-
-object_deserialize!(ToolResult, "a tool result", |map| {
-    let (mut content, mut structured, mut is_error, mut meta, mut result_type) = (None, None, None, None, None);
-    while let Some(key) = map.next_key::<Key>()? {
-        match key {
-            Key::Content => once!(content, map.next_value::<Blocks>()?.0),
-            Key::StructuredContent => once!(structured, map.next_value::<Value>()?),
-            Key::IsError => once!(is_error, map.next_value::<Option<bool>>()?),
-            Key::Meta => once!(meta, map.next_value::<Option<JsonObject>>()?),
-            Key::ResultType => once!(result_type, map.next_value::<Option<Complete>>()?),
+    /// A result object with tool-result keys only, `content` among them.
+    fn tool_result(&mut self) -> Option<CallToolResult> {
+        let (mut content, mut structured, mut is_error, mut meta, mut result_type) = (None, None, None, None, None);
+        self.object(|c, key| match &*key {
+            "content" => set(&mut content, c.blocks()?),
+            "structuredContent" => set(&mut structured, c.value(3)?),
+            "isError" => set(&mut is_error, c.optional_bool()?),
+            "_meta" => set(&mut meta, c.optional_map(3)?),
+            "resultType" => set(
+                &mut result_type,
+                match c.peek()? {
+                    b'n' => c.null().map(|()| None)?,
+                    // The one value with which rmcp's `CallToolResult` claims a result.
+                    _ => c.exact("complete").map(|()| Some(ResultType::COMPLETE))?,
+                },
+            ),
             // Another `ServerResult` type might claim the object.
-            _ => return Err(decline()),
-        }
+            _ => None,
+        })?;
+        let mut result = CallToolResult::default();
+        result.result_type = result_type.flatten();
+        result.content = content?;
+        result.structured_content = structured;
+        result.is_error = is_error.flatten();
+        result.meta = meta.flatten().map(MetaObject);
+        Some(result)
     }
-    let mut result = CallToolResult::default();
-    result.result_type = result_type.flatten().map(|Complete| ResultType::COMPLETE);
-    result.content = need!(content);
-    result.structured_content = structured;
-    result.is_error = is_error.flatten();
-    result.meta = meta.flatten().map(MetaObject);
-    Ok(ToolResult(result))
-});
 
-/// A tool result's `content` array.
-struct Blocks(Vec<ContentBlock>);
+    /// A tool result's `content` array of `text`, `image` and `audio` blocks.
+    fn blocks(&mut self) -> Option<Vec<ContentBlock>> {
+        let mut blocks = Vec::new();
+        self.array(|c| {
+            blocks.push(c.block()?);
+            Some(())
+        })?;
+        Some(blocks)
+    }
 
-impl<'de> Deserialize<'de> for Blocks {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Blocks;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a content array")
+    fn block(&mut self) -> Option<ContentBlock> {
+        let (mut kind, mut text, mut data, mut mime_type, mut meta, mut annotations) =
+            (None, None, None, None, None, None);
+        self.object(|c, key| match &*key {
+            "type" => set(&mut kind, c.string()?),
+            "text" => set(&mut text, c.string()?),
+            "data" => set(&mut data, c.string()?),
+            "mimeType" => set(&mut mime_type, c.string()?),
+            "_meta" => set(&mut meta, c.optional_map(5)?),
+            "annotations" => set(&mut annotations, c.annotations()?),
+            _ => c.skip(5),
+        })?;
+        let meta = meta.flatten().map(MetaObject);
+        let annotations = annotations.flatten();
+        Some(match &*kind? {
+            "text" => {
+                let mut t = TextContent::new(text?);
+                t.meta = meta;
+                t.annotations = annotations;
+                ContentBlock::Text(t)
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Blocks, A::Error> {
-                let mut blocks = Vec::new();
-                while let Some(Block(block)) = seq.next_element()? {
-                    blocks.push(block);
-                }
-                Ok(Blocks(blocks))
+            "image" => {
+                let mut i = ImageContent::new(data?, mime_type?);
+                i.meta = meta;
+                i.annotations = annotations;
+                ContentBlock::Image(i)
             }
+            "audio" => {
+                let mut a = AudioContent::new(data?, mime_type?);
+                a.meta = meta;
+                a.annotations = annotations;
+                ContentBlock::Audio(a)
+            }
+            _ => return None,
+        })
+    }
+
+    /// A block's `annotations`: `null` or an object (`audience` as plain role strings).
+    fn annotations(&mut self) -> Option<Option<Annotations>> {
+        if self.peek()? == b'n' {
+            return self.null().map(|()| None);
         }
-        deserializer.deserialize_seq(V)
+        let (mut audience, mut priority, mut last_modified) = (None, None, None);
+        self.object(|c, key| match &*key {
+            "audience" => set(
+                &mut audience,
+                match c.peek()? {
+                    b'n' => c.null().map(|()| None)?,
+                    _ => {
+                        let mut roles = Vec::new();
+                        c.array(|c| {
+                            roles.push(match &*c.string()? {
+                                "user" => Role::User,
+                                "assistant" => Role::Assistant,
+                                _ => return None,
+                            });
+                            Some(())
+                        })?;
+                        Some(roles)
+                    }
+                },
+            ),
+            "priority" => set(
+                &mut priority,
+                match c.peek()? {
+                    b'n' => c.null().map(|()| None)?,
+                    // As rmcp reads it: a JSON number, as `f64`, narrowed with `as`.
+                    b'-' | b'0'..=b'9' => Some(c.number::<serde_json::Number>()?.as_f64()? as f32),
+                    _ => return None,
+                },
+            ),
+            "lastModified" => set(&mut last_modified, c.optional_string()?),
+            _ => c.skip(6),
+        })?;
+        let mut annotations = Annotations::default();
+        annotations.audience = audience.flatten();
+        annotations.priority = priority.flatten();
+        annotations.last_modified = last_modified.flatten();
+        Some(Some(annotations))
     }
 }
-
-/// One `text`, `image` or `audio` content block.
-struct Block(ContentBlock);
-
-object_deserialize!(Block, "a content block", |map| {
-    let (mut kind, mut text, mut data, mut mime_type, mut meta, mut annotations) = (None, None, None, None, None, None);
-    while let Some(key) = map.next_key::<Key>()? {
-        match key {
-            Key::Type => once!(kind, map.next_value::<Kind>()?),
-            Key::Text => once!(text, map.next_value::<String>()?),
-            Key::Data => once!(data, map.next_value::<String>()?),
-            Key::MimeType => once!(mime_type, map.next_value::<String>()?),
-            Key::Meta => once!(meta, map.next_value::<Option<JsonObject>>()?),
-            Key::Annotations => once!(annotations, map.next_value::<Option<Annots>>()?),
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-    }
-    let meta = meta.flatten().map(MetaObject);
-    let annotations = annotations.flatten().map(|Annots(a)| a);
-    let block = match need!(kind) {
-        Kind::Text => {
-            let mut t = TextContent::new(need!(text));
-            t.meta = meta;
-            t.annotations = annotations;
-            ContentBlock::Text(t)
-        }
-        Kind::Image => {
-            let mut i = ImageContent::new(need!(data), need!(mime_type));
-            i.meta = meta;
-            i.annotations = annotations;
-            ContentBlock::Image(i)
-        }
-        Kind::Audio => {
-            let mut a = AudioContent::new(need!(data), need!(mime_type));
-            a.meta = meta;
-            a.annotations = annotations;
-            ContentBlock::Audio(a)
-        }
-    };
-    Ok(Block(block))
-});
-
-/// A block's `annotations` object.
-struct Annots(Annotations);
-
-object_deserialize!(Annots, "annotations", |map| {
-    let (mut audience, mut priority, mut last_modified) = (None, None, None);
-    while let Some(key) = map.next_key::<Key>()? {
-        match key {
-            Key::Audience => once!(audience, map.next_value::<Option<Vec<AudienceRole>>>()?),
-            Key::Priority => once!(priority, map.next_value::<Option<serde_json::Number>>()?),
-            Key::LastModified => once!(last_modified, map.next_value::<Option<String>>()?),
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-    }
-    let mut annotations = Annotations::default();
-    annotations.audience = audience
-        .flatten()
-        .map(|roles| roles.into_iter().map(|AudienceRole(r)| r).collect());
-    // As rmcp reads it: a JSON number, as `f64`, narrowed with `as`.
-    annotations.priority = match priority.flatten() {
-        Some(n) => Some(need!(n.as_f64()) as f32),
-        None => None,
-    };
-    annotations.last_modified = last_modified.flatten();
-    Ok(Annots(annotations))
-});
 
 /// The oracle and the generated lines the differential tests (here and in `lines.rs`) compare against rmcp.
 #[cfg(test)]
@@ -525,7 +500,7 @@ pub(super) mod corpus {
             self.0 ^= self.0 >> 27;
             self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
         }
-        fn below(&mut self, n: usize) -> usize {
+        pub(crate) fn below(&mut self, n: usize) -> usize {
             (self.next() % n as u64) as usize
         }
         fn chance(&mut self, percent: u64) -> bool {
@@ -692,6 +667,102 @@ pub(super) mod corpus {
         (r#""s""#, false),
         ("5", false),
     ];
+    /// A random JSON value (any depth up to `depth`), written with random spacing: tricky numbers, escapes,
+    /// non-ASCII text, repeated keys.
+    pub(crate) fn random_json(rng: &mut Rng, depth: usize) -> String {
+        const NUMBERS: &[&str] = &[
+            "0",
+            "-0",
+            "7",
+            "-12",
+            "1e5",
+            "1E+2",
+            "-1.5e-3",
+            "0.1",
+            "1e308",
+            "2.5E-320",
+            "123456789012345678901234567890",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "9007199254740993",
+        ];
+        const STRINGS: &[&str] = &[
+            r#""""#,
+            r#""plain""#,
+            r#""\"quoted\" \\ \/ \b\f\n\r\t""#,
+            r#""\u00e9\u65e5\ud83d\ude00""#,
+            r#""é 日本 😀""#,
+            r#""\u0000""#,
+            r#""$serde_json::private::Number""#,
+        ];
+        const KEYS: &[&str] = &[
+            r#""a""#,
+            r#""b""#,
+            r#""a""#,
+            r#""\u0061""#,
+            r#""é""#,
+            r#""""#,
+            r#""k\n""#,
+        ];
+        let pick = |rng: &mut Rng, xs: &[&str]| xs[rng.below(xs.len())].to_string();
+        match if depth == 0 { rng.below(4) } else { rng.below(7) } {
+            0 | 3 => pick(rng, NUMBERS),
+            1 => pick(rng, STRINGS),
+            2 => pick(rng, &["true", "false", "null"]),
+            4 | 5 => {
+                let n = rng.below(4);
+                let members: Vec<String> = (0..n)
+                    .map(|_| {
+                        let (a, b) = (space(rng), space(rng));
+                        format!("{}{a}:{b}{}", pick(rng, KEYS), random_json(rng, depth - 1))
+                    })
+                    .collect();
+                let sep = format!("{},", space(rng));
+                format!("{{{}{}}}", space(rng), members.join(&sep))
+            }
+            _ => {
+                let n = rng.below(4);
+                let items: Vec<String> = (0..n).map(|_| random_json(rng, depth - 1)).collect();
+                format!("[{}{}]", space(rng), items.join(", "))
+            }
+        }
+    }
+
+    fn random_object(rng: &mut Rng) -> (String, bool) {
+        let n = rng.below(4);
+        let members: Vec<String> = (0..n)
+            .map(|i| format!(r#""k{}":{}"#, i % 2, random_json(rng, 4)))
+            .collect();
+        (format!("{{{}}}", members.join(",")), true)
+    }
+
+    fn random_value(rng: &mut Rng) -> (String, bool) {
+        (random_json(rng, 5), true)
+    }
+
+    /// A listed variant or a random value, half and half.
+    fn either(rng: &mut Rng, variants: &'static [Variant], random: fn(&mut Rng) -> (String, bool)) -> (String, bool) {
+        if rng.chance(50) {
+            generate(rng, &Gen::Of(variants))
+        } else {
+            random(rng)
+        }
+    }
+
+    fn arguments(rng: &mut Rng) -> (String, bool) {
+        either(rng, ARGUMENTS, random_object)
+    }
+
+    fn request_meta(rng: &mut Rng) -> (String, bool) {
+        either(rng, REQUEST_META, random_object)
+    }
+
+    fn structured(rng: &mut Rng) -> (String, bool) {
+        either(rng, STRUCTURED, random_value)
+    }
+
     const REQUEST_META: &[Variant] = &[
         ("null", true),
         ("{}", true),
@@ -712,8 +783,8 @@ pub(super) mod corpus {
                 rng,
                 &[
                     field("name", 96, true, true, Gen::Of(NAME)),
-                    field("arguments", 80, false, true, Gen::Of(ARGUMENTS)),
-                    field("_meta", 35, false, true, Gen::Of(REQUEST_META)),
+                    field("arguments", 80, false, true, Gen::By(arguments)),
+                    field("_meta", 35, false, true, Gen::By(request_meta)),
                     field("requestState", 8, false, true, Gen::Of(REQUEST_STATE)),
                     field("inputResponses", 6, false, true, Gen::Of(INPUT_RESPONSES)),
                     field("task", 8, false, false, Gen::Of(PARAMS_UNKNOWN)),
@@ -795,6 +866,7 @@ pub(super) mod corpus {
                 field("annotations", 30, false, true, Gen::Of(ANNOTATIONS)),
                 field("mimeType", 5, false, true, Gen::Of(TEXT_MIME)),
                 field("x", 8, false, false, Gen::Of(UNKNOWN)),
+                field("y", 8, false, false, Gen::By(random_value)),
             ],
             66..78 => &[
                 field("type", 97, true, true, Gen::Of(&[(r#""image""#, true)])),
@@ -887,7 +959,7 @@ pub(super) mod corpus {
                 rng,
                 &[
                     field("content", 95, true, true, Gen::By(content)),
-                    field("structuredContent", 25, false, true, Gen::Of(STRUCTURED)),
+                    field("structuredContent", 30, false, true, Gen::By(structured)),
                     field("isError", 40, false, true, Gen::Of(IS_ERROR)),
                     field("_meta", 25, false, true, Gen::Of(RESULT_META)),
                     field("resultType", 20, false, true, Gen::Of(RESULT_TYPE)),
@@ -1007,6 +1079,75 @@ mod tests {
         bad[at] = 0xff;
         assert!(tool_call(&bad).is_none());
         assert!(serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(&bad).is_err());
+    }
+
+    /// Lines a byte away from ones the fast decode takes (a byte dropped, doubled, replaced or inserted): whatever
+    /// it takes among them decodes as rmcp decodes it, so its JSON syntax check is no looser than serde_json's.
+    #[test]
+    fn mutated_lines_decode_like_rmcp_or_are_declined() {
+        const BYTES: &[u8] = b"{}[],:\"\\ \t\n\r0123456789-+.eEtrufalsn\x00\x01\x1f\x7f\xc3\xa9\xff/ubx";
+        let mut rng = Rng::new(0x5eed_0005);
+        let calls = corpus::tool_calls(&mut rng, 300);
+        let results = corpus::tool_results(&mut rng, 300);
+        let lines = calls.iter().map(|(l, s)| (l, *s, true));
+        let lines = lines.chain(results.iter().map(|(l, s)| (l, *s, false)));
+        let (mut tried, mut taken) = (0, 0);
+        for (line, _, is_call) in lines.filter(|(_, sure, _)| *sure) {
+            for _ in 0..25 {
+                let mut bytes = line.as_bytes().to_vec();
+                let at = rng.below(bytes.len());
+                let byte = BYTES[rng.below(BYTES.len())];
+                match rng.below(4) {
+                    0 => drop(bytes.remove(at)),
+                    1 => bytes.insert(at, bytes[at]),
+                    2 => bytes[at] = byte,
+                    _ => bytes.insert(at, byte),
+                }
+                tried += 1;
+                let (fast, rmcp) = if is_call {
+                    let rmcp = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(&bytes).ok();
+                    (
+                        tool_call(&bytes).map(|m| m.fingerprint()),
+                        rmcp.map(|m| m.fingerprint()),
+                    )
+                } else {
+                    let rmcp = serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(&bytes).ok();
+                    (
+                        tool_result(&bytes).map(|m| m.fingerprint()),
+                        rmcp.map(|m| m.fingerprint()),
+                    )
+                };
+                if fast.is_some() {
+                    taken += 1;
+                    assert_eq!(fast, rmcp, "mutated line {}", String::from_utf8_lossy(&bytes));
+                }
+            }
+        }
+        assert!(tried >= 3000 && taken >= 300, "{taken} of {tried} mutated lines taken");
+    }
+
+    /// Nesting: taken up to [`MAX_DEPTH`], declined beyond (serde_json itself stops at 128).
+    #[test]
+    fn deep_nesting_is_taken_up_to_max_depth() {
+        let line = |depth: usize| {
+            // The arguments object is at depth 3, its member's value at 4.
+            let inner = depth - 3;
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{{"a":{}1{}}}}}}}"#,
+                "[".repeat(inner),
+                "]".repeat(inner)
+            )
+        };
+        for depth in [4, 50, MAX_DEPTH] {
+            let l = line(depth);
+            let fast = tool_call(l.as_bytes()).map(|m| m.fingerprint());
+            assert!(fast.is_some(), "depth {depth}");
+            assert_eq!(fast, rmcp_decode::<RoleServer>(&l), "depth {depth}");
+        }
+        for depth in [MAX_DEPTH + 1, 127, 128, 200] {
+            assert!(tool_call(line(depth).as_bytes()).is_none(), "depth {depth}");
+        }
+        assert!(rmcp_decode::<RoleServer>(&line(200)).is_none());
     }
 
     /// The request's `_meta` lands where rmcp puts it (the extensions, not the params) and is written back.
