@@ -37,10 +37,9 @@ use std::time::Duration;
 
 use pimcp_actors::transport::{LineTransport, LineWriter};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientNotification, ClientRequest,
-    ErrorData, Extensions, GetExtensions as _, GetMeta as _, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest,
-    JsonRpcResponse, JsonRpcVersion2_0, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
-    ServerResult,
+    CallToolResponse, CallToolResult, ClientCapabilities, ClientNotification, ClientRequest, ErrorData, Extensions,
+    GetExtensions as _, GetMeta as _, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest, JsonRpcResponse,
+    JsonRpcVersion2_0, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::service::{Peer, RequestContext, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -182,17 +181,19 @@ impl<W: AsyncWrite + Send + Unpin + 'static> State<W> {
         self.server.count_fast_call();
         let state = self.clone();
         // The handler's future is large (the whole call path's state machine): it is built and boxed inside the task,
-        // so spawning moves a small future instead of copying the large one several times.
+        // so spawning moves a small future instead of copying the large one several times; boxed as it is created
+        // (no wrapper around it holding the request a second time), it is copied once.
         let task = async move {
             let _running = Running(&state);
-            Box::pin(state.answer(id, call.params, context)).await;
+            let client_declared_tasks = context.client_capabilities().is_some_and(|caps| caps.supports_tasks());
+            let result = Box::pin(state.server.call_tool(call.params, context)).await;
+            state.answer(id, result, client_declared_tasks).await;
         };
         tokio::spawn(task.instrument(tracing::Span::current()));
     }
 
-    async fn answer(&self, id: RequestId, params: CallToolRequestParams, context: RequestContext<RoleServer>) {
-        let client_declared_tasks = context.client_capabilities().is_some_and(|caps| caps.supports_tasks());
-        let result = self.server.call_tool(params, context).await;
+    /// Writes the handler's `result` for request `id`, unless the request was cancelled meanwhile.
+    async fn answer(&self, id: RequestId, result: Result<CallToolResponse, ErrorData>, client_declared_tasks: bool) {
         let line = match encode_answer(result, client_declared_tasks, id.clone()) {
             Ok(line) => line,
             Err(e) => {
