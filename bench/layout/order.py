@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Symbol-ordering file for lld from callgrind profiles, and a check of where the listed symbols landed.
+
+  order.py make BIN OUT CALLGRIND...   writes OUT: the mangled names of every function of BIN that ran in the
+        profiles (callgrind --demangle=no), one a line. Functions of the profiles tagged `serve` come first (most
+        instructions first), then those that only the other profiles (CLI subcommands) ran. Prints the counts.
+  order.py check BIN ORDERFILE [--min N]   reads BIN's symbol table and reports how many listed names it defines
+        as functions and how large the address span they occupy is, against the sum of their sizes. Exits non-zero
+        when fewer than N names were found, or when the span is more than 1.5x their total size (the functions
+        were not placed together). --same-as PLAIN also requires BIN to define exactly PLAIN's function names.
+"""
+import argparse, collections, os, re, subprocess, sys
+
+
+def parse_callgrind(path, binary):
+    """Instructions (exclusive) per function name of `binary`'s object in one callgrind output."""
+    real = os.path.realpath(binary)
+    base = os.path.basename(binary)
+    names = {"ob": {}, "fn": {}}
+    cost = collections.Counter()
+    ob = fn = None
+    in_call = False  # the cost line right after a `calls=` line is the call's inclusive cost, not fn's own
+    comp = re.compile(r"^\((\d+)\)(?: (.*))?$")
+
+    def name(kind, value):
+        m = comp.match(value)
+        if not m:
+            return value
+        if m.group(2) is not None:
+            names[kind][m.group(1)] = m.group(2)
+            return m.group(2)
+        return names[kind][m.group(1)]
+
+    with open(path, errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            c = line[0]
+            if c.isdigit() or c in "+-*":
+                if in_call:
+                    in_call = False
+                    continue
+                if ob is not None and fn is not None and (os.path.realpath(ob) == real or os.path.basename(ob) == base):
+                    parts = line.split()
+                    if len(parts) >= 2:
+                        cost[fn] += int(parts[1])
+                continue
+            key, _, value = line.partition("=")
+            if key == "ob":
+                ob = name("ob", value)
+            elif key == "cob":
+                name("ob", value)
+            elif key == "fn":
+                # callgrind names a recursive function's deeper levels `name'2`, `name'3`, ...
+                fn = re.sub(r"'\d+$", "", name("fn", value))
+            elif key == "cfn":
+                name("fn", value)
+            elif key == "calls":
+                in_call = True
+    return cost
+
+
+def cmd_make(a):
+    serve, other = collections.Counter(), collections.Counter()
+    for p in a.profiles:
+        c = parse_callgrind(p, a.bin)
+        (serve if ".serve." in os.path.basename(p) else other).update(c)
+    # Only names the binary's symbol table defines as functions can be ordered (callgrind may also name a
+    # function "0x..." when it found no symbol).
+    syms = function_symbols(a.bin)
+    first = [n for n, _ in serve.most_common() if n in syms]
+    rest = [n for n, _ in other.most_common() if n in syms and n not in serve]
+    unknown = len([n for n in list(serve) + list(other) if n not in syms])
+    with open(a.out, "w") as f:
+        for n in first + rest:
+            f.write(n + "\n")
+    size = sum(syms[n] for n in first + rest)
+    print(f"{a.out}: {len(first)} functions ran in the served session, {len(rest)} more only in the CLI runs; "
+          f"{size / 1e6:.2f} MB of code; {unknown} profiled names not in the symbol table (skipped)")
+
+
+def function_symbols(binary):
+    """name -> size of the function symbols (local and global) in `binary`'s .symtab."""
+    out = subprocess.run(["nm", "--defined-only", "-S", binary], capture_output=True, text=True, check=True).stdout
+    syms = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2] in "tTwW":
+            syms[parts[3]] = max(syms.get(parts[3], 0), int(parts[1], 16))
+    return syms
+
+
+def cmd_check(a):
+    if a.same_as:
+        mine, theirs = set(function_symbols(a.bin)), set(function_symbols(a.same_as))
+        if mine != theirs:
+            sys.exit(f"{a.bin} and {a.same_as} define different functions ({len(mine - theirs)} only in the first, "
+                     f"{len(theirs - mine)} only in the second): not the same link")
+    out = subprocess.run(["nm", "--defined-only", "-S", a.bin], capture_output=True, text=True, check=True).stdout
+    where = collections.defaultdict(list)
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2] in "tTwW":
+            where[parts[3]].append((int(parts[0], 16), int(parts[1], 16)))
+    wanted = [l.strip() for l in open(a.order) if l.strip()]
+    found = [n for n in wanted if n in where]
+    spans = [(addr, addr + size) for n in found for addr, size in where[n]]
+    total = sum(e - s for s, e in spans)
+    lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
+    text = subprocess.run(["readelf", "-SW", a.bin], capture_output=True, text=True, check=True).stdout
+    tsize = next(int(l.split()[5], 16) for l in text.splitlines() if re.search(r"\] \.text\s", l))
+    print(f"{a.bin}: {len(found)} of {len(wanted)} ordered names found; their {len(spans)} copies "
+          f"({total / 1e6:.2f} MB) span {(hi - lo) / 1e6:.2f} MB at 0x{lo:x}-0x{hi:x}; .text {tsize / 1e6:.2f} MB")
+    if len(found) < a.min:
+        sys.exit(f"only {len(found)} ordered functions found in {a.bin} (need at least {a.min})")
+    if hi - lo > 1.5 * total:
+        sys.exit(f"the ordered functions are spread over {(hi - lo) / 1e6:.2f} MB for {total / 1e6:.2f} MB of code: "
+                 "the ordering file was not applied")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("bin")
+    m.add_argument("out")
+    m.add_argument("profiles", nargs="+")
+    c = sub.add_parser("check")
+    c.add_argument("bin")
+    c.add_argument("order")
+    c.add_argument("--min", type=int, default=1)
+    c.add_argument("--same-as", help="a binary that must define exactly the same function names (the plain link)")
+    a = ap.parse_args()
+    cmd_make(a) if a.cmd == "make" else cmd_check(a)
+
+
+if __name__ == "__main__":
+    main()

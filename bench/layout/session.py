@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""A representative pimcp-run stdio session against mcp-fixture, for code-layout training and RSS measurement.
+
+The session (raw JSON-RPC over pimcp-run's stdin/stdout, one `mcp-fixture` server, hermetic HOME and config):
+initialize, notifications/initialized, tools/list, ping, then `mcp` calls of every common mode (status, list of
+the server, search, regex search, describe, instructions, echo calls, a call with bad arguments, an unknown tool),
+then --calls echo calls (default 200), then EOF on stdin.
+
+Subcommands:
+  train OUTDIR   run the session (and, unless --no-cli, the CLI subcommands a user runs: --version, --help, status,
+                 search, describe, call, config show) with every pimcp-run process under valgrind's callgrind
+                 (--trace-children=yes, so the guardian shim's `pimcp-run __pimcp_shim__` exec is traced too when no
+                 pimcp-shim sits next to the binary); writes OUTDIR/callgrind.<tag>.<pid> files.
+  rss BIN...     start each binary in turn, alternating (--rounds N), run the session and print per binary the
+                 medians of VmHWM, RssAnon, RssFile, the Rss of the binary's own mappings and the minor/major page
+                 faults, read from /proc right before EOF. --evict drops the binary's page-cache pages before each
+                 start (posix_fadvise DONTNEED, the file only), so each start pages its code in from disk.
+
+Env: FIXTURE (default <repo>/target/release/mcp-fixture).
+"""
+import argparse, json, os, shutil, statistics, subprocess, sys, tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+FIXTURE = os.environ.get("FIXTURE", os.path.join(ROOT, "target", "release", "mcp-fixture"))
+
+
+def setup(home):
+    """pimcp-run's environment (only its own config file, scratch agent and data dirs) and config path."""
+    env = dict(os.environ, HOME=home, PIMCP_CONFIG_MODE="exclusive", PI_CODING_AGENT_DIR=os.path.join(home, "agent"),
+               PIMCP_DATA_DIR=os.path.join(home, "data"))
+    env.pop("PIMCP_LOG", None)
+    env.pop("RUST_LOG", None)
+    cfg = os.path.join(home, "config.json")
+    with open(cfg, "w") as f:
+        json.dump({"mcpServers": {"fixture": {"command": FIXTURE}}}, f)
+    return env, cfg
+
+
+class Session:
+    def __init__(self, argv, env):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  env=env)
+        self.next_id = 0
+
+    def rpc(self, method, params=None):
+        self.next_id += 1
+        i = self.next_id
+        msg = {"jsonrpc": "2.0", "id": i, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.p.stdin.write((json.dumps(msg) + "\n").encode())
+        self.p.stdin.flush()
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise RuntimeError(f"pimcp-run closed its stdout during {method}")
+            m = json.loads(line)
+            if m.get("id") == i:
+                if "error" in m:
+                    raise RuntimeError(f"{method}: {m['error']}")
+                return m["result"]
+
+    def notify(self, method):
+        self.p.stdin.write((json.dumps({"jsonrpc": "2.0", "method": method}) + "\n").encode())
+        self.p.stdin.flush()
+
+    def mcp(self, args, expect_error=False):
+        r = self.rpc("tools/call", {"name": "mcp", "arguments": args})
+        if bool(r.get("isError")) != expect_error:
+            raise RuntimeError(f"mcp {args}: unexpected result {json.dumps(r)[:300]}")
+        return r
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.stdout.read()
+        return self.p.wait(timeout=120)
+
+
+ECHO = {"tool": "fixture_echo", "args": {"text": "hi"}}
+
+
+def run_session(s, calls):
+    s.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "layout-session", "version": "1"}})
+    s.notify("notifications/initialized")
+    tools = s.rpc("tools/list", {})
+    if not any(t["name"] == "mcp" for t in tools["tools"]):
+        raise RuntimeError("pimcp-run lists no `mcp` tool")
+    s.rpc("ping")
+    s.mcp({})  # status
+    s.mcp(ECHO)  # first call: lazy start of the server
+    s.mcp({"server": "fixture"})
+    s.mcp({"search": "echo"})
+    s.mcp({"search": "ec.o", "regex": True, "limit": 3})
+    s.mcp({"describe": "fixture_echo"})
+    s.mcp({"instructions": "fixture"})
+    s.mcp({"tool": "fixture_add", "args": {"a": 2, "b": 3}})
+    s.mcp({"tool": "fixture_echo", "args": {"wrong": 1}}, expect_error=True)
+    s.mcp({"tool": "fixture_no_such_tool"}, expect_error=True)
+    s.mcp({})
+    for _ in range(calls):
+        s.mcp(ECHO)
+
+
+def status_kb(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmHWM", "VmRSS", "RssAnon", "RssFile"):
+                out[k] = int(v.split()[0])
+    return out
+
+
+def binary_rss_kb(pid, path):
+    """Rss of the mappings of `path` (the executable itself), by kind: text (r-x), ro (r--), rw."""
+    real = os.path.realpath(path)
+    out = {"text": 0, "ro": 0, "rw": 0}
+    kind = None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if "-" in parts[0] and len(parts) >= 5 and ":" in parts[3]:
+                name = parts[5] if len(parts) > 5 else ""
+                perms = parts[1]
+                kind = None
+                if name == real:
+                    kind = "text" if "x" in perms else ("rw" if "w" in perms else "ro")
+            elif parts[0] == "Rss:" and kind:
+                out[kind] += int(parts[1])
+    return out
+
+
+def faults(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[7]), int(fields[9])  # minflt, majflt
+
+
+def evict(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def cmd_rss(a):
+    rows = {b: [] for b in a.bins}
+    for r in range(a.rounds):
+        for b in a.bins:
+            home = tempfile.mkdtemp(prefix="pimcp-layout-")
+            try:
+                env, cfg = setup(home)
+                if a.evict:
+                    evict(b)
+                s = Session([b, "--config", cfg], env)
+                run_session(s, a.calls)
+                st = status_kb(s.p.pid)
+                st.update(binary_rss_kb(s.p.pid, b))
+                st["minflt"], st["majflt"] = faults(s.p.pid)
+                rc = s.close()
+                if rc != 0:
+                    raise RuntimeError(f"{b} exited {rc}")
+                rows[b].append(st)
+            finally:
+                shutil.rmtree(home, ignore_errors=True)
+    keys = ["VmHWM", "RssAnon", "RssFile", "text", "ro", "rw", "minflt", "majflt"]
+    print(f"load {open('/proc/loadavg').read().split()[:3]}; {a.rounds} alternating rounds, {a.calls} echo calls "
+          f"after the mode calls{'; page cache of the binary evicted before each start' if a.evict else ''}")
+    print("| binary | VmHWM MiB (median, min–max) | RssAnon MiB | RssFile MiB | binary r-x / r-- / rw- Rss MiB "
+          "| minor / major faults |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for b in a.bins:
+        med = {k: statistics.median(x[k] for x in rows[b]) for k in keys}
+        lo = min(x["VmHWM"] for x in rows[b]) / 1024
+        hi = max(x["VmHWM"] for x in rows[b]) / 1024
+        print(f"| {b} | {med['VmHWM'] / 1024:.1f} ({lo:.1f}–{hi:.1f}) | {med['RssAnon'] / 1024:.1f} | "
+              f"{med['RssFile'] / 1024:.1f} | {med['text'] / 1024:.1f} / {med['ro'] / 1024:.1f} / "
+              f"{med['rw'] / 1024:.1f} | {med['minflt']:.0f} / {med['majflt']:.0f} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def cmd_train(a):
+    if not shutil.which("valgrind"):
+        sys.exit("valgrind is not installed")
+    os.makedirs(a.outdir, exist_ok=True)
+    home = tempfile.mkdtemp(prefix="pimcp-layout-train-")
+    try:
+        env, cfg = setup(home)
+
+        def vg(tag):
+            return ["valgrind", "--tool=callgrind", "--trace-children=yes", "--demangle=no",
+                    "--trace-children-skip=*mcp-fixture*,*pimcp-shim*",
+                    f"--callgrind-out-file={os.path.join(a.outdir, 'callgrind.' + tag + '.%p')}", a.bin]
+
+        s = Session(vg("serve") + ["--config", cfg], env)
+        run_session(s, a.calls)
+        rc = s.close()
+        if rc != 0:
+            raise RuntimeError(f"pimcp-run (serve) exited {rc}")
+        if not a.no_cli:
+            # Only exit code 0 is accepted: a training command that fails would record an error path instead.
+            cli = [["--version"], ["--help"], ["status"], ["status", "--json"], ["search", "echo"],
+                   ["describe", "fixture_echo"], ["call", "fixture_echo", '{"text": "hi"}'], ["config", "show"]]
+            for i, args in enumerate(cli):
+                argv = vg(f"cli{i}") + (args if args[0].startswith("-") else ["--config", cfg] + args)
+                p = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+                if p.returncode != 0:
+                    raise RuntimeError(f"pimcp-run {' '.join(args)} exited {p.returncode}: "
+                                       f"{p.stderr.decode(errors='replace')[-2000:]}")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train")
+    t.add_argument("bin")
+    t.add_argument("outdir")
+    t.add_argument("--calls", type=int, default=20)
+    t.add_argument("--no-cli", action="store_true")
+    r = sub.add_parser("rss")
+    r.add_argument("bins", nargs="+")
+    r.add_argument("--rounds", type=int, default=5)
+    r.add_argument("--calls", type=int, default=200)
+    r.add_argument("--evict", action="store_true")
+    r.add_argument("--json")
+    a = ap.parse_args()
+    if not os.access(FIXTURE, os.X_OK):
+        sys.exit(f"missing {FIXTURE}: cargo build --release -p mcp-fixture --bins (or set FIXTURE)")
+    if a.cmd == "train":
+        cmd_train(a)
+    else:
+        cmd_rss(a)
+
+
+if __name__ == "__main__":
+    main()

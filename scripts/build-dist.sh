@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Builds pimcp-run with the functions it executes laid out together at the start of .text, so that the pages of
+# code a running pimcp-run touches (most of its resident memory) are few and contiguous. See docs/benchmarks.md,
+# "Session 5: code layout and RSS".
+#
+#   scripts/build-dist.sh            # profile `dist` (fat LTO, one codegen unit): slow, the smallest binary
+#   PROFILE=release scripts/build-dist.sh
+#
+# Steps, each checked (any failure exits non-zero):
+#   1. cargo builds mcp-fixture in release (the training server; FIXTURE=PATH uses that one instead), then
+#      pimcp-run and pimcp-shim in the profile, with LLD_REPRODUCE set: lld saves every input of pimcp-run's
+#      link (target/<profile>/pimcp-run.link.tar), so that link can be replayed exactly.
+#   2. Training: bench/layout/session.py runs pimcp-run under valgrind's callgrind, as a host's stdio server
+#      against mcp-fixture (initialize, tools/list, status, list, search, describe, calls) and for the CLI
+#      subcommands (status, search, describe, call, config show, --help); bench/layout/order.py turns the
+#      profiles into lld's symbol-ordering file (mangled names; the served session's functions first).
+#   3. Relink: the saved link replayed by rust-lld with `--symbol-ordering-file` (no crate is recompiled, so
+#      every name in the file is a name of this very link).
+#   4. Check: order.py reads the new binary's symbol table and fails when it does not define the same functions
+#      as cargo's link, when fewer than MIN_PLACED_PCT % (default 95) of the listed functions are in it, or when
+#      they do not sit together; the new binary then serves the same session once more, without valgrind.
+# The result replaces target/<profile>/pimcp-run (next to its pimcp-shim); its path is printed last.
+# Needs: cargo, python3, valgrind. Env: PROFILE (dist), CARGO_TARGET_DIR, FIXTURE, MIN_PLACED_PCT (95),
+# TRAIN_CALLS (20), REUSE_LINK=1 (skip the build and replay the link archive a previous run left).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PROFILE=${PROFILE:-dist}
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+case $TARGET in /*) ;; *) TARGET=$ROOT/$TARGET ;; esac
+MIN_PLACED_PCT=${MIN_PLACED_PCT:-95}
+TRAIN_CALLS=${TRAIN_CALLS:-20}
+OUT=$TARGET/$PROFILE
+WORK=$TARGET/layout-$PROFILE
+die() { echo "build-dist: $*" >&2; exit 1; }
+say() { echo "build-dist: $*" >&2; }
+
+command -v valgrind >/dev/null || die "valgrind is needed for the training run (apt-get install valgrind)"
+command -v python3 >/dev/null || die "python3 is needed"
+HOST=$(rustc -vV | sed -n 's/^host: //p')
+LLD=$(rustc --print sysroot)/lib/rustlib/$HOST/bin/rust-lld
+[ -x "$LLD" ] || die "no rust-lld at $LLD (the toolchain's self-contained linker)"
+
+cd "$ROOT"
+rm -rf "$WORK"
+mkdir -p "$WORK"
+export CARGO_TARGET_DIR=$TARGET
+
+say "1/4 building pimcp-run and pimcp-shim (profile $PROFILE)"
+if [ -n "${FIXTURE:-}" ]; then
+  [ -x "$FIXTURE" ] || die "FIXTURE=$FIXTURE is not an executable"
+else
+  cargo build --release -p mcp-fixture --bin mcp-fixture
+  FIXTURE=$TARGET/release/mcp-fixture
+fi
+# lld saves every input of a link it makes while LLD_REPRODUCE names a file. Removing pimcp-run's outputs makes cargo
+# link it again (recompiling only the pimcp-run crate; with fat LTO that is the whole LTO step); it is the last link
+# of the build (it waits for pimcp-proxy and pimcp-cli), and the archive is checked to be its own below.
+TAR=$OUT/pimcp-run.link.tar
+if [ "${REUSE_LINK:-0}" = 1 ] && [ -s "$TAR" ]; then
+  say "REUSE_LINK=1: replaying the link saved in $TAR (no build)"
+else
+  rm -f "$TAR" "$OUT/pimcp-run" "$OUT"/deps/pimcp_run-*
+  LLD_REPRODUCE=$TAR cargo build --profile "$PROFILE" -p pimcp-cli --bin pimcp-run -p pimcp-actors --bin pimcp-shim
+fi
+[ -s "$TAR" ] || die "the link left no archive at $TAR (is the linker rust-lld? readelf -p .comment $OUT/pimcp-run)"
+PLAIN=$(ls "$OUT"/deps/pimcp_run-* | grep -v '\.d$' | head -1)
+[ -x "$PLAIN" ] || die "no linked pimcp-run under $OUT/deps"
+tar -xOf "$TAR" --wildcards '*/response.txt' >"$WORK/response.txt" || die "no response.txt in $TAR"
+grep -qE -- "-o ([^ ]*/)?$(basename "$PLAIN")( |\$)" "$WORK/response.txt" ||
+  die "$TAR is not the archive of pimcp-run's link ($(basename "$PLAIN")); run again"
+cp "$PLAIN" "$WORK/pimcp-run.plain"
+
+say "2/4 training run under callgrind"
+# A directory of its own: pimcp-run runs the pimcp-shim next to it as the guardian shim, which is not traced.
+mkdir -p "$WORK/train"
+cp "$WORK/pimcp-run.plain" "$WORK/train/pimcp-run"
+cp "$OUT/pimcp-shim" "$WORK/train/pimcp-shim"
+FIXTURE=$FIXTURE python3 bench/layout/session.py train "$WORK/train/pimcp-run" "$WORK/profiles" \
+  --calls "$TRAIN_CALLS" || die "training run failed"
+python3 bench/layout/order.py make "$WORK/train/pimcp-run" "$WORK/order.txt" "$WORK"/profiles/callgrind.* ||
+  die "could not make the ordering file"
+LISTED=$(wc -l <"$WORK/order.txt")
+[ "$LISTED" -ge 1000 ] || die "the training run executed only $LISTED functions of pimcp-run; expected thousands"
+
+say "3/4 relinking with $LISTED functions ordered"
+tar -xf "$TAR" -C "$WORK"
+tar -tf "$TAR" >"$WORK/link.list"
+REPRO=$WORK/$(head -1 "$WORK/link.list" | cut -d/ -f1)  # lld's archive holds one directory
+[ -f "$REPRO/response.txt" ] || die "no response.txt in $TAR"
+# response.txt starts with `--chroot .`: lld reads absolute input paths inside the extracted archive.
+cp "$WORK/order.txt" "$REPRO/order.txt"
+(cd "$REPRO" && "$LLD" -flavor gnu @response.txt --symbol-ordering-file=order.txt \
+  --no-warn-symbol-ordering -o "$WORK/pimcp-run.ordered") || die "the relink failed"
+rm -rf "$REPRO"
+
+say "4/4 checking the ordered binary"
+MIN=$((LISTED * MIN_PLACED_PCT / 100))
+python3 bench/layout/order.py check "$WORK/pimcp-run.ordered" "$WORK/order.txt" --min "$MIN" \
+  --same-as "$WORK/pimcp-run.plain" ||
+  die "the ordering was not applied"
+mkdir -p "$WORK/smoke"
+cp "$WORK/pimcp-run.ordered" "$WORK/smoke/pimcp-run"
+cp "$OUT/pimcp-shim" "$WORK/smoke/pimcp-shim"
+FIXTURE=$FIXTURE python3 bench/layout/session.py rss "$WORK/smoke/pimcp-run" --rounds 1 --calls 20 >&2 ||
+  die "the ordered binary failed the session"
+rm -rf "$WORK/smoke" "$WORK/train"
+
+cp "$WORK/pimcp-run.ordered" "$OUT/pimcp-run.tmp"
+mv -f "$OUT/pimcp-run.tmp" "$OUT/pimcp-run"
+say "done; plain link kept at $WORK/pimcp-run.plain, ordering file $WORK/order.txt"
+echo "$OUT/pimcp-run"
