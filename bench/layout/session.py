@@ -15,6 +15,8 @@ Subcommands:
                  medians of VmHWM, RssAnon, RssFile, the Rss of the binary's own mappings and the minor/major page
                  faults, read from /proc right before EOF. --evict drops the binary's page-cache pages before each
                  start (posix_fadvise DONTNEED, the file only), so each start pages its code in from disk.
+  sections BIN   run the session once and print the resident KiB of each ELF section of BIN (from
+                 /proc/PID/pagemap; needs permission to read it, e.g. root).
 
 Env: FIXTURE (default <repo>/target/release/mcp-fixture).
 """
@@ -131,6 +133,52 @@ def binary_rss_kb(pid, path):
     return out
 
 
+def section_rss_kb(pid, path):
+    """Resident KiB of `path`'s own mappings per ELF section (present bits of /proc/PID/pagemap, pages attributed to
+    sections by file offset; a page shared by two sections counts for the first)."""
+    real = os.path.realpath(path)
+    secs = []
+    out = subprocess.run(["readelf", "-SW", path], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        parts = line.replace("[ ", "[").split()
+        if len(parts) > 6 and parts[0].startswith("[") and parts[1].startswith(".") and parts[2] != "NOBITS":
+            secs.append((int(parts[4], 16), int(parts[4], 16) + int(parts[5], 16), parts[1]))
+    secs.sort()
+    res = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm:
+        for line in maps:
+            parts = line.split()
+            if len(parts) < 6 or parts[5] != real:
+                continue
+            start, end = (int(x, 16) for x in parts[0].split("-"))
+            off = int(parts[2], 16)
+            pm.seek(start // page * 8)
+            data = pm.read((end - start) // page * 8)
+            for i in range(len(data) // 8):
+                if not int.from_bytes(data[i * 8:i * 8 + 8], "little") >> 63:
+                    continue
+                fo = off + i * page
+                name = next((n for lo, hi, n in secs if lo < fo + page and hi > fo), "(headers)")
+                res[name] = res.get(name, 0) + page // 1024
+    return res
+
+
+def cmd_sections(a):
+    home = tempfile.mkdtemp(prefix="pimcp-layout-")
+    try:
+        env, cfg = setup(home)
+        s = Session([a.bin, "--config", cfg], env)
+        run_session(s, a.calls)
+        res = section_rss_kb(s.p.pid, a.bin)
+        s.close()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    print(f"{a.bin}: resident KiB per section after the session ({a.calls} echo calls)")
+    for name, kb in sorted(res.items(), key=lambda x: -x[1]):
+        print(f"  {name:24} {kb:7d}")
+
+
 def faults(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -230,11 +278,16 @@ def main():
     r.add_argument("--calls", type=int, default=200)
     r.add_argument("--evict", action="store_true")
     r.add_argument("--json")
+    x = sub.add_parser("sections")
+    x.add_argument("bin")
+    x.add_argument("--calls", type=int, default=200)
     a = ap.parse_args()
     if not os.access(FIXTURE, os.X_OK):
         sys.exit(f"missing {FIXTURE}: cargo build --release -p mcp-fixture --bins (or set FIXTURE)")
     if a.cmd == "train":
         cmd_train(a)
+    elif a.cmd == "sections":
+        cmd_sections(a)
     else:
         cmd_rss(a)
 
