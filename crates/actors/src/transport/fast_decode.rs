@@ -38,7 +38,7 @@ pub(super) const MAX_DEPTH: usize = 100;
 
 /// A `tools/call` request (server role), or `None`.
 pub(super) fn tool_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
-    let mut c = Cursor { b: line, i: 0 };
+    let mut c = Cursor::new(line)?;
     let (mut jsonrpc, mut id, mut method, mut params) = (None, None, None, None);
     c.object(|c, key| match &*key {
         "jsonrpc" => set(&mut jsonrpc, c.exact("2.0")?),
@@ -61,7 +61,7 @@ pub(super) fn tool_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
 
 /// A response carrying a plain tool result (client role), or `None`.
 pub(super) fn tool_result(line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
-    let mut c = Cursor { b: line, i: 0 };
+    let mut c = Cursor::new(line)?;
     let (mut jsonrpc, mut id, mut result) = (None, None, None);
     c.object(|c, key| match &*key {
         "jsonrpc" => set(&mut jsonrpc, c.exact("2.0")?),
@@ -91,11 +91,19 @@ fn set<T>(slot: &mut Option<T>, value: T) -> Option<()> {
 
 /// A position in a line. Every method answers `None` for what it does not accept, leaving the cursor anywhere.
 struct Cursor<'a> {
+    /// The line, checked as UTF-8 once (serde_json refuses a line that is not: invalid bytes inside a string are
+    /// an error, anywhere else a syntax error).
+    s: &'a str,
     b: &'a [u8],
     i: usize,
 }
 
 impl<'a> Cursor<'a> {
+    fn new(line: &'a [u8]) -> Option<Cursor<'a>> {
+        let s = std::str::from_utf8(line).ok()?;
+        Some(Cursor { s, b: line, i: 0 })
+    }
+
     /// The next byte after JSON whitespace, not consumed.
     fn peek(&mut self) -> Option<u8> {
         while let Some(&c) = self.b.get(self.i) {
@@ -162,19 +170,19 @@ impl<'a> Cursor<'a> {
             return None;
         }
         let start = self.i + 1;
-        let mut j = start;
-        loop {
-            match *self.b.get(j)? {
-                b'"' => break,
-                b'\\' => return self.escaped_string(),
-                // serde_json refuses control characters in strings.
-                0..=0x1f => return None,
-                _ => j += 1,
+        let rest = self.b.get(start..)?;
+        let n = rest.iter().position(|&c| matches!(c, b'"' | b'\\' | 0..=0x1f))?;
+        match rest[n] {
+            b'"' => {
+                // Both ends are ASCII quotes: char boundaries.
+                let s = self.s.get(start..start + n)?;
+                self.i = start + n + 1;
+                Some(Cow::Borrowed(s))
             }
+            b'\\' => self.escaped_string(),
+            // serde_json refuses control characters in strings.
+            _ => None,
         }
-        let s = std::str::from_utf8(&self.b[start..j]).ok()?;
-        self.i = j + 1;
-        Some(Cow::Borrowed(s))
     }
 
     fn escaped_string(&mut self) -> Option<Cow<'a, str>> {
@@ -292,7 +300,22 @@ impl<'a> Cursor<'a> {
     fn request_id(&mut self) -> Option<RequestId> {
         match self.peek()? {
             b'"' => Some(RequestId::String(Arc::from(self.string()?))),
-            b'-' | b'0'..=b'9' => self.number::<RequestId>(),
+            b'0'..=b'9' => {
+                // A plain integer of up to 18 digits, no leading zero, fits an `i64`: read here. Anything else
+                // (a sign, a fraction, an exponent, more digits) goes to serde_json.
+                let digits = self.b[self.i..].iter().take_while(|c| c.is_ascii_digit()).count();
+                let end = self.i + digits;
+                let plain = (digits == 1 || self.b[self.i] != b'0') && digits <= 18;
+                if plain && !matches!(self.b.get(end), Some(b'.' | b'e' | b'E' | b'+' | b'-')) {
+                    let n = self.b[self.i..end]
+                        .iter()
+                        .fold(0i64, |n, &c| n * 10 + i64::from(c - b'0'));
+                    self.i = end;
+                    return Some(RequestId::Number(n));
+                }
+                self.number::<RequestId>()
+            }
+            b'-' => self.number::<RequestId>(),
             _ => None,
         }
     }
