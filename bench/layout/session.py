@@ -3,8 +3,8 @@
 
 The session (raw JSON-RPC over pimcp-run's stdin/stdout, one `mcp-fixture` server, hermetic HOME and config):
 initialize, notifications/initialized, tools/list, ping, then `mcp` calls of every common mode (status, list of
-the server, search, regex search, describe, instructions, echo calls, a call with bad arguments, an unknown tool),
-then --calls echo calls (default 200), then EOF on stdin.
+the server, search, regex search, describe, instructions, echo calls, a call with bad arguments, an unknown tool,
+failing / image / mixed / large results, a call with progress), then --calls echo calls (default 200), then EOF.
 
 Subcommands:
   train OUTDIR   run the session (and, unless --no-cli, the CLI subcommands a user runs: --version, --help, status,
@@ -66,9 +66,12 @@ class Session:
         self.p.stdin.write((json.dumps({"jsonrpc": "2.0", "method": method}) + "\n").encode())
         self.p.stdin.flush()
 
-    def mcp(self, args, expect_error=False):
-        r = self.rpc("tools/call", {"name": "mcp", "arguments": args})
-        if bool(r.get("isError")) != expect_error:
+    def mcp(self, args, expect_error=False, meta=None):
+        params = {"name": "mcp", "arguments": args}
+        if meta:
+            params["_meta"] = meta
+        r = self.rpc("tools/call", params)
+        if expect_error is not None and bool(r.get("isError")) != expect_error:
             raise RuntimeError(f"mcp {args}: unexpected result {json.dumps(r)[:300]}")
         return r
 
@@ -81,8 +84,8 @@ class Session:
 ECHO = {"tool": "fixture_echo", "args": {"text": "hi"}}
 
 
-def run_session(s, calls):
-    s.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+def run_session(s, calls, version="2025-06-18"):
+    s.rpc("initialize", {"protocolVersion": version, "capabilities": {},
                          "clientInfo": {"name": "layout-session", "version": "1"}})
     s.notify("notifications/initialized")
     tools = s.rpc("tools/list", {})
@@ -99,6 +102,12 @@ def run_session(s, calls):
     s.mcp({"tool": "fixture_add", "args": {"a": 2, "b": 3}})
     s.mcp({"tool": "fixture_echo", "args": {"wrong": 1}}, expect_error=True)
     s.mcp({"tool": "fixture_no_such_tool"}, expect_error=True)
+    # Other kinds of results and a call that reports progress (the shapes other servers answer with).
+    s.mcp({"tool": "fixture_fail", "args": {"message": "x"}}, expect_error=None)
+    s.mcp({"tool": "fixture_image"}, expect_error=None)
+    s.mcp({"tool": "fixture_mixed"}, expect_error=None)
+    s.mcp({"tool": "fixture_huge", "args": {"bytes": 20000}}, expect_error=None)
+    s.mcp({"tool": "fixture_slow", "args": {"ms": 20, "steps": 2}}, expect_error=None, meta={"progressToken": "p"})
     s.mcp({})
     for _ in range(calls):
         s.mcp(ECHO)
@@ -245,11 +254,13 @@ def cmd_train(a):
                     "--trace-children-skip=*mcp-fixture*,*pimcp-shim*",
                     f"--callgrind-out-file={os.path.join(a.outdir, 'callgrind.' + tag + '.%p')}", a.bin]
 
-        s = Session(vg("serve") + ["--config", cfg], env)
-        run_session(s, a.calls)
-        rc = s.close()
-        if rc != 0:
-            raise RuntimeError(f"pimcp-run (serve) exited {rc}")
+        # Both sides of the 2025-11-25 protocol boundary (hosts negotiate either).
+        for version in ("2025-06-18", "2025-11-25"):
+            s = Session(vg("serve") + ["--config", cfg], env)
+            run_session(s, a.calls, version)
+            rc = s.close()
+            if rc != 0:
+                raise RuntimeError(f"pimcp-run (serve, protocol {version}) exited {rc}")
         if not a.no_cli:
             # Only exit code 0 is accepted: a training command that fails would record an error path instead.
             cli = [["--version"], ["--help"], ["status"], ["status", "--json"], ["search", "echo"],
