@@ -133,9 +133,17 @@ async fn a_lazy_server_starts_while_the_first_call_is_validated() {
     assert_error(&connected, "validation");
     env.shutdown().await;
     assert_eq!(count_events(&dir.path().join("fx.log"), "start", None), 1);
+    // The cache is written in the background after discovery.
+    let cache = dir.path().join("agent").join("pimcp").join("cache.json");
+    wait_until("the metadata cache", std::time::Duration::from_secs(10), || {
+        std::fs::read_to_string(&cache).is_ok_and(|c| c.contains("echo"))
+    })
+    .await;
 
     // Second run: the metadata comes from the cache and the server is not running.
     let env = start_in(dir.clone(), one_server()).await;
+    let status = env.mcp(json!({})).await.text();
+    assert!(status.contains(", cached"), "{status}");
     let r = env.mcp(invalid).await;
     assert_error(&r, "validation");
     assert_eq!(
