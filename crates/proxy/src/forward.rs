@@ -410,13 +410,17 @@ impl ApprovalHandler for HostBridge {
 }
 
 /// Relays one call's upstream progress to the host session that asked for it, under the host's own token. The
-/// relay ends when the call ends (its senders are dropped) or the session is gone.
+/// relay ends when the call ends (its senders are dropped, and what they sent is forwarded) or the session is gone;
+/// the handle finishes then.
 pub(crate) fn relay_progress(
     host: Peer<RoleServer>,
     token: rmcp::model::ProgressToken,
-) -> tokio::sync::mpsc::UnboundedSender<pimcp_actors::CallProgress> {
+) -> (
+    tokio::sync::mpsc::UnboundedSender<pimcp_actors::CallProgress>,
+    tokio::task::JoinHandle<()>,
+) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<pimcp_actors::CallProgress>();
-    tokio::spawn(async move {
+    let relay = tokio::spawn(async move {
         while let Some(update) = rx.recv().await {
             let mut params = rmcp::model::ProgressNotificationParam::new(token.clone(), update.progress);
             params.total = update.total;
@@ -426,5 +430,5 @@ pub(crate) fn relay_progress(
             }
         }
     });
-    tx
+    (tx, relay)
 }

@@ -47,6 +47,8 @@ pub const DEFAULT_SHUTDOWN_BOUND: Duration = Duration::from_secs(5);
 pub const DEFAULT_DRAIN_BOUND: Duration = Duration::from_secs(10);
 /// Runtime shutdown bound after a second signal: servers are killed rather than closed.
 pub const IMMEDIATE_SHUTDOWN_BOUND: Duration = Duration::from_millis(200);
+/// How long a call's answer waits for the progress reports relayed before it to be handed to the host's session.
+const PROGRESS_FLUSH_BOUND: Duration = Duration::from_secs(1);
 /// After a drain on stdio, time for the last answers to be written before the session is cancelled.
 const STDIO_SETTLE: Duration = Duration::from_millis(100);
 /// Quiet time after a catalog change before the surface is recomputed (coalesces `list_changed` storms).
@@ -642,33 +644,51 @@ impl ProxyServer {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
+        // The host asked for progress: the upstream's notifications for this call are relayed with its token.
+        let (progress, relay) = match ctx.meta.get_progress_token() {
+            Some(token) => {
+                let (tx, relay) = relay_progress(ctx.peer.clone(), token);
+                (Some(tx), Some(relay))
+            }
+            None => (None, None),
+        };
         let call = CallContext {
             cancel: Some(ctx.ct.clone()),
             timeout: None,
-            // The host asked for progress: the upstream's notifications for this call are relayed with its token.
-            progress: ctx
-                .meta
-                .get_progress_token()
-                .map(|token| relay_progress(ctx.peer.clone(), token)),
+            progress,
         };
+        let response = self.respond_call(request, &call).await;
+        drop(call);
+        if let Some(relay) = relay {
+            // Every report that reached the relay before the call ended goes to rmcp's loop before the answer, which
+            // the loop then writes after them. Bounded: a host that stops reading cannot hold the answer back.
+            let _ = tokio::time::timeout(PROGRESS_FLUSH_BOUND, relay).await;
+        }
+        Ok(response.result.into())
+    }
+
+    async fn respond_call(&self, request: CallToolRequestParams, call: &CallContext) -> crate::facade::ProxyResponse {
         let name = request.name.as_ref();
         if self.inner.mcp.is_some() && name == TOOL_NAME {
             let arguments = request.arguments.map(Value::Object);
-            let response = self.inner.proxy.handle_owned_arguments(arguments, &call).await;
-            return Ok(response.result.into());
+            return self.inner.proxy.handle_owned_arguments(arguments, call).await;
         }
+        // Under the read lock: only the one target is cloned, not the whole surface (every direct tool's definition).
         let target = {
-            let surface = self.surface();
+            let surface = match self.inner.surface.read() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
             surface.by_name.get(name).map(|&i| surface.direct[i].target.clone())
         };
-        let response = match target {
+        match target {
             Some(target) => {
                 // The `mcp` tool's requests get their span in the façade; a direct tool's starts here.
                 let span = tracing::info_span!("proxy_request", mode = "direct", outcome = tracing::field::Empty);
                 let response = self
                     .inner
                     .proxy
-                    .call_resolved(&target, request.arguments.unwrap_or_default(), &call)
+                    .call_resolved(&target, request.arguments.unwrap_or_default(), call)
                     .instrument(span.clone())
                     .await;
                 span.record("outcome", response.category.map_or("ok", Category::as_str));
@@ -683,8 +703,7 @@ impl ProxyServer {
                 }
                 error.into()
             }
-        };
-        Ok(response.result.into())
+        }
     }
 }
 
