@@ -54,7 +54,8 @@ else
 fi
 # lld saves every input of a link it makes while LLD_REPRODUCE names a file. Removing pimcp-run's outputs makes cargo
 # link it again (recompiling only the pimcp-run crate; with fat LTO that is the whole LTO step); it is the last link
-# of the build (it waits for pimcp-proxy and pimcp-cli), and the archive is checked to be its own below.
+# of the build (it waits for pimcp-proxy and pimcp-cli), and the archive is checked to be its own below. (On a fresh
+# target directory every earlier link, build scripts and proc macros too, also writes the archive: a little slower.)
 TAR=$OUT/pimcp-run.link.tar
 if [ "${REUSE_LINK:-0}" = 1 ] && [ -s "$TAR" ]; then
   say "REUSE_LINK=1: replaying the link saved in $TAR (no build)"
