@@ -657,7 +657,43 @@ impl ProxyServer {
             timeout: None,
             progress,
         };
-        let response = self.respond_call(request, &call).await;
+        let name = request.name.as_ref();
+        let response = if self.inner.mcp.is_some() && name == TOOL_NAME {
+            let arguments = request.arguments.map(Value::Object);
+            self.inner.proxy.handle_owned_arguments(arguments, &call).await
+        } else {
+            // Under the read lock: only the one target is cloned, not the whole surface (every direct tool's definition).
+            let target = {
+                let surface = match self.inner.surface.read() {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+                surface.by_name.get(name).map(|&i| surface.direct[i].target.clone())
+            };
+            match target {
+                Some(target) => {
+                    // The `mcp` tool's requests get their span in the façade; a direct tool's starts here.
+                    let span = tracing::info_span!("proxy_request", mode = "direct", outcome = tracing::field::Empty);
+                    let response = self
+                        .inner
+                        .proxy
+                        .call_resolved(&target, request.arguments.unwrap_or_default(), &call)
+                        .instrument(span.clone())
+                        .await;
+                    span.record("outcome", response.category.map_or("ok", Category::as_str));
+                    response
+                }
+                None => {
+                    let mut error = ProxyError::new(Category::UnknownTool, format!("pimcp-run has no tool {name:?}."));
+                    if self.inner.mcp.is_some() {
+                        error = error.with_hint(format!(
+                            "Upstream tools are reached through the mcp tool: mcp({{tool: {name:?}, args: {{…}}}})."
+                        ));
+                    }
+                    error.into()
+                }
+            }
+        };
         drop(call);
         if let Some(relay) = relay {
             // Every report that reached the relay before the call ended goes to rmcp's loop before the answer, which
@@ -665,45 +701,6 @@ impl ProxyServer {
             let _ = tokio::time::timeout(PROGRESS_FLUSH_BOUND, relay).await;
         }
         Ok(response.result.into())
-    }
-
-    async fn respond_call(&self, request: CallToolRequestParams, call: &CallContext) -> crate::facade::ProxyResponse {
-        let name = request.name.as_ref();
-        if self.inner.mcp.is_some() && name == TOOL_NAME {
-            let arguments = request.arguments.map(Value::Object);
-            return self.inner.proxy.handle_owned_arguments(arguments, call).await;
-        }
-        // Under the read lock: only the one target is cloned, not the whole surface (every direct tool's definition).
-        let target = {
-            let surface = match self.inner.surface.read() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            surface.by_name.get(name).map(|&i| surface.direct[i].target.clone())
-        };
-        match target {
-            Some(target) => {
-                // The `mcp` tool's requests get their span in the façade; a direct tool's starts here.
-                let span = tracing::info_span!("proxy_request", mode = "direct", outcome = tracing::field::Empty);
-                let response = self
-                    .inner
-                    .proxy
-                    .call_resolved(&target, request.arguments.unwrap_or_default(), call)
-                    .instrument(span.clone())
-                    .await;
-                span.record("outcome", response.category.map_or("ok", Category::as_str));
-                response
-            }
-            None => {
-                let mut error = ProxyError::new(Category::UnknownTool, format!("pimcp-run has no tool {name:?}."));
-                if self.inner.mcp.is_some() {
-                    error = error.with_hint(format!(
-                        "Upstream tools are reached through the mcp tool: mcp({{tool: {name:?}, args: {{…}}}})."
-                    ));
-                }
-                error.into()
-            }
-        }
     }
 }
 
