@@ -186,7 +186,9 @@ impl<W: AsyncWrite + Send + Unpin + 'static> State<W> {
         let task = async move {
             let _running = Running(&state);
             let client_declared_tasks = context.client_capabilities().is_some_and(|caps| caps.supports_tasks());
-            let result = Box::pin(state.server.call_tool(call.params, context)).await;
+            // Allocated first and written in place (`Box::pin(f())` builds `f()` on the stack and copies it).
+            let handler = Box::write(Box::new_uninit(), state.server.call_tool(call.params, context));
+            let result = Box::into_pin(handler).await;
             state.answer(id, result, client_declared_tasks).await;
         };
         tokio::spawn(task.instrument(tracing::Span::current()));
