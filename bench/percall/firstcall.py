@@ -3,7 +3,8 @@
 for mcp-fixture started directly (the upstream's own start) and through each pimcp-run given (fixture lazy, no cache,
 guardian shim next to the binary as installed). Prints medians and the time each pimcp-run adds over the direct start.
 
-Usage: firstcall.py [--runs N] [--warm] PIMCP_RUN [PIMCP_RUN ...]
+Usage: firstcall.py [--runs N] [--warm] [KEY=VALUE@]PIMCP_RUN [...]   (KEY=VALUE@: an environment variable for that
+target only, e.g. PIMCP_STANDBY_SHIM=0@target/release/pimcp-run to compare with the standby shim off)
 --warm: keep each pimcp-run's agent dir between starts (a fresh metadata cache after the first), else a new one each start.
 Env: FIXTURE (default <repo>/target/release/mcp-fixture).
 """
@@ -62,7 +63,12 @@ def main():
                     home = os.path.join(scratch, f"h{names.index(n)}" + ("" if a.warm else f"-{run}"))
                     env = dict(os.environ, HOME=home, PIMCP_CONFIG_MODE="exclusive",
                                PI_CODING_AGENT_DIR=os.path.join(home, "agent"), PIMCP_DATA_DIR=os.path.join(home, "data"))
-                    argv, req = [n, "--config", cfg], call("mcp", {"tool": "fixture_echo", "args": {"text": "hi"}})
+                    exe = n
+                    if "@" in n:
+                        var, exe = n.split("@", 1)
+                        key, _, value = var.partition("=")
+                        env[key] = value
+                    argv, req = [exe, "--config", cfg], call("mcp", {"tool": "fixture_echo", "args": {"text": "hi"}})
                 times[n].append(one(argv, env, req))
         print(f"load {open('/proc/loadavg').read().split()[:3]}; {a.runs} interleaved starts each; "
               f"{'warm cache' if a.warm else 'no cache'}")

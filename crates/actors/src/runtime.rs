@@ -363,7 +363,7 @@ impl RuntimeHandle {
 
 /// Maps a failed one-off request (`prompts/get`, `resources/read`) to a categorized error.
 /// Starts the standby guardian shim (see `process::StandbySlot`) when a dedicated shim is on and a lazy stdio server
-/// has yet to start: its first call then skips the shim's exec. As a task, so `start` does not wait for the spawn.
+/// has yet to start: its first call then skips the shim's exec. On a thread of its own, so nothing waits for the spawn.
 fn prepare_standby_shim(shared: &Arc<Shared>, servers: &[pimcp_config::ServerConfig]) {
     let lazy_stdio = servers.iter().any(|s| {
         matches!(s.transport, pimcp_config::Transport::Stdio(_))
@@ -378,15 +378,13 @@ fn prepare_standby_shim(shared: &Arc<Shared>, servers: &[pimcp_config::ServerCon
     if !lazy_stdio || matches!(shared.process.shim, crate::process::ShimMode::CurrentExe) {
         return;
     }
+    if std::env::var_os(crate::process::STANDBY_ENV).is_some_and(|v| v == "0") {
+        return;
+    }
     let Some(shim) = shared.process.shim_executable() else {
         return;
     };
-    let slot = shared.process.standby.clone();
-    tokio::spawn(async move {
-        if let Err(e) = slot.prepare(&shim) {
-            tracing::debug!(error = %e, shim = %shim.display(), "could not start a standby guardian shim");
-        }
-    });
+    shared.process.standby.prepare_in_background(shim);
 }
 
 fn request_error(server: &str, operation: &str, e: rmcp::service::ServiceError) -> Error {

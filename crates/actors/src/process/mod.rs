@@ -35,6 +35,8 @@ const EXIT_POLL: Duration = Duration::from_millis(10);
 pub const SHIM_BINARY: &str = "pimcp-shim";
 /// Environment variable naming the shim executable.
 pub const SHIM_ENV: &str = "PIMCP_SHIM";
+/// Environment variable that turns the standby guardian shim off when `0` (see [`StandbySlot`]).
+pub const STANDBY_ENV: &str = "PIMCP_STANDBY_SHIM";
 /// Variables a child keeps with `inheritEnv: false` (SPEC 3.3).
 pub const MINIMAL_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
 

@@ -1,8 +1,8 @@
 //! The standby guardian shim: one shim started ahead of need, so that starting a lazy stdio server on its first call
 //! costs one exec (the server's) instead of two (shim, then server).
 //!
-//! The runtime starts it (as a task, off the start-up path) when the shim is enabled and a lazy stdio server has yet
-//! to start. It is spawned like any shim (own process group, `posix_spawn`, piped stdio) but with
+//! The runtime starts it (on a thread of its own, off the start-up path) when a dedicated shim is enabled and a lazy
+//! stdio server has yet to start. It is spawned like any shim (own process group, `posix_spawn`, piped stdio) but with
 //! [`STANDBY_ARG`](super::shim::STANDBY_ARG): it arms its parent-death signal and then blocks reading its stdin. The
 //! next [`SpawnPlan`](super::SpawnPlan) that uses the same shim executable takes it: pimcp writes the
 //! [`StandbySpec`] (program, arguments, working directory, the server's whole environment, the close grace) into
@@ -23,7 +23,14 @@ use super::{Spawned, spawn_leader, sys};
 
 /// The runtime's standby shim, if one is waiting. Clones share it.
 #[derive(Clone, Default)]
-pub struct StandbySlot(Arc<Mutex<Option<Standby>>>);
+pub struct StandbySlot(Arc<Inner>);
+
+#[derive(Default)]
+struct Inner {
+    waiting: Mutex<Option<Standby>>,
+    /// Set by [`StandbySlot::prepare_in_background`]: its thread stays until this sender is dropped with the slot.
+    keeper: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+}
 
 struct Standby {
     shim: PathBuf,
@@ -39,7 +46,7 @@ impl std::fmt::Debug for StandbySlot {
 
 impl StandbySlot {
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Standby>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.0.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Starts a standby `shim` unless one is waiting already; returns its pid. Must run inside a tokio runtime on a
@@ -64,6 +71,40 @@ impl StandbySlot {
         });
         tracing::debug!(pid, shim = %shim.display(), "standby guardian shim started");
         Ok(pid)
+    }
+
+    /// [`StandbySlot::prepare`] on a thread of its own, so that the spawn (the calling thread waits out the shim's
+    /// exec: about a millisecond) holds up nothing else, e.g. a host's `initialize` answer. The shim's parent-death
+    /// signal is tied to the thread that spawned it, so the thread then stays, parked, as long as any clone of this
+    /// slot does (the runtime's parts hold them: its servers, the standby's included, are gone by then); the first
+    /// call of this wins, later ones do nothing. Needs a tokio runtime (its handle registers the pipes).
+    pub fn prepare_in_background(&self, shim: PathBuf) {
+        let (keep, parked) = std::sync::mpsc::channel::<()>();
+        {
+            let mut keeper = self.0.keeper.lock().unwrap_or_else(PoisonError::into_inner);
+            if keeper.is_some() {
+                return;
+            }
+            *keeper = Some(keep);
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let slot = Arc::downgrade(&self.0);
+        let spawned = std::thread::Builder::new().name("pimcp-standby".into()).spawn(move || {
+            if let Some(inner) = slot.upgrade() {
+                let _in_runtime = runtime.enter();
+                if let Err(e) = StandbySlot(inner).prepare(&shim) {
+                    tracing::debug!(error = %e, shim = %shim.display(), "could not start a standby guardian shim");
+                    return;
+                }
+            }
+            // Returns when the slot (and with it the sender) is dropped.
+            let _ = parked.recv();
+        });
+        if let Err(e) = spawned {
+            tracing::debug!(error = %e, "could not start the standby shim's thread");
+        }
     }
 
     /// The waiting standby's pid, if any.

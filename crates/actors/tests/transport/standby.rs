@@ -103,3 +103,41 @@ async fn a_dead_standby_falls_back_to_a_normal_spawn() {
     );
     conn.close(Duration::from_secs(2)).await;
 }
+
+/// Threads of this process named `pimcp-standby`.
+fn standby_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "pimcp-standby"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_background_standby_keeps_its_thread_until_the_slot_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(stdio_server("standby-thread", &[]), dir.path());
+    let slot = spec.process.standby.clone();
+    let before = standby_threads();
+    slot.prepare_in_background(shim());
+    slot.prepare_in_background(shim());
+    assert!(
+        eventually(Duration::from_secs(10), || slot.waiting_pid().is_some()).await,
+        "no standby from the background thread"
+    );
+    let standby_pid = slot.waiting_pid().unwrap();
+    assert_eq!(standby_threads(), before + 1, "one thread for two calls");
+
+    // The server started through it keeps the thread (the shim's parent-death signal is tied to it).
+    let conn = pimcp_actors::transport::connect(spec, ()).await.unwrap();
+    assert_eq!(whoami(&conn, None).await["ppid"].as_u64(), Some(u64::from(standby_pid)));
+    assert_eq!(standby_threads(), before + 1);
+    conn.close(Duration::from_secs(2)).await;
+    drop(slot);
+    assert!(
+        eventually(Duration::from_secs(10), || standby_threads() == before).await,
+        "the standby thread outlived its slot"
+    );
+}
