@@ -558,6 +558,7 @@ impl Runtime {
             approvals: DashMap::new(),
             auth: auth.clone(),
             trace: crate::trace::TraceSink::from_settings(&config.settings.trace, &agent_dir),
+            cache_writes: Default::default(),
         });
         shared.set_connect_budget(&config.servers);
         auth.attach(&shared);
@@ -637,6 +638,14 @@ impl Runtime {
             Some(join) => tokio::time::timeout(remaining, join).await.is_ok(),
             None => true,
         };
+        // What this run discovered reaches the metadata cache before we return (the next start reads it).
+        let remaining = bound.saturating_sub(started.elapsed());
+        let written = tokio::time::timeout(remaining, shared.cache_writes.idle())
+            .await
+            .is_ok();
+        if !written {
+            tracing::warn!("shutdown: a metadata cache write was still running at the bound");
+        }
         ShutdownReport {
             graceful: graceful && joined,
             elapsed: started.elapsed(),

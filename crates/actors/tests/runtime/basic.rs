@@ -77,6 +77,38 @@ async fn first_run_starts_nothing_then_first_call_connects_and_caches() {
     rt.shutdown(Duration::from_secs(10)).await;
 }
 
+/// The metadata cache is written on the blocking pool after discovery; `shutdown` waits for that write, so what a run
+/// discovered is there for the next start (without the wait, the proxy's direct-tool tests, which start again from
+/// the cache, failed about 1 run in 4 under load). The test holds the cache's file lock, so the write cannot finish
+/// before the test lets it: `shutdown` must still be waiting after half a second, and return once the lock is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_the_metadata_cache_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = pimcp_actors::MetadataCache::in_agent_dir(&dir.path().join("agent"));
+    std::fs::create_dir_all(cache.path().parent().unwrap()).unwrap();
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(cache.path().with_extension("json.lock"))
+        .unwrap();
+    fs4::FileExt::lock(&lock).unwrap();
+
+    let rt = start_in(dir.path(), &json!({"mcpServers": {"fx": stdio(&[])}}), tuning()).await;
+    rt.connect("fx").await.unwrap();
+    let mut shutdown = tokio::spawn(async move { rt.shutdown(Duration::from_secs(30)).await });
+    if let Ok(report) = tokio::time::timeout(Duration::from_millis(500), &mut shutdown).await {
+        panic!("shutdown returned while the cache write was still waiting for its lock: {report:?}");
+    }
+    fs4::FileExt::unlock(&lock).unwrap();
+    let report = shutdown.await.unwrap();
+    assert!(report.graceful, "{report:?}");
+    assert!(
+        cache.load().servers.contains_key("fx"),
+        "no cache entry for fx after shutdown"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eager_server_connects_at_start() {
     let h = start(json!({"mcpServers": {"e": {"command": fixture(), "lifecycle": "eager"}}})).await;
