@@ -74,11 +74,7 @@ async fn sigkill_of_pimcp_run_leaves_no_child_or_grandchild() {
     let dedicated = run.with_file_name("pimcp-shim");
     assert!(shim_exe == run || shim_exe == dedicated, "{shim_exe:?}");
 
-    let killed = std::process::Command::new("kill")
-        .args(["-KILL", &mcp.pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    sigkill(mcp.pid);
     assert!(
         eventually(Duration::from_secs(2), async || {
             !pid_alive(server) && !pid_alive(grandchild) && !pid_alive(shim)
@@ -111,16 +107,20 @@ async fn sigkill_of_pimcp_run_ends_its_idle_standby_shim() {
     );
     let standby = standby.unwrap();
     let _reaper = KillLeftovers(vec![standby]);
-    let killed = std::process::Command::new("kill")
-        .args(["-KILL", &mcp.pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    sigkill(mcp.pid);
     assert!(
         eventually(Duration::from_secs(2), async || !pid_alive(standby)).await,
         "the idle standby shim {standby} is still alive 2 s after SIGKILL of pimcp-run"
     );
     drop(mcp);
+}
+
+fn sigkill(pid: u32) {
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "kill -KILL {pid} failed");
 }
 
 /// Live children of `parent` (from `/proc/*/stat`).
