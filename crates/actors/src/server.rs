@@ -1109,9 +1109,14 @@ impl ServerActor {
                         Self::on_transport_death(myself, st, "the connection closed (health check)")
                     }
                     HealthOutcome::Failed(why) => {
-                        // A server that answered a call since the check started is busy, not wedged.
+                        // A server that answered a call since the check started is busy, not wedged. A revalidation
+                        // (asked for, or pending behind this check) must not be lost that way: it checks again, and
+                        // a frozen server then fails with no answer inside the window.
                         let cap = st.shared.tuning.health_timeout;
                         if Self::last_answer(st).is_some_and(|t| t.elapsed() < cap) {
+                            if revalidation {
+                                Self::run_health_check(myself, st, true);
+                            }
                             return;
                         }
                         st.health_failures += 1;
