@@ -32,8 +32,10 @@
 //! case-insensitive, at most [`MAX_REGEX_CHARS`] characters, over name, original name, server, description and each
 //! keyword. Hits are ranked by the summed weights of the fields that match (the incumbent left them unranked). One
 //! multi-line scan over all fields of all tools finds the candidates; each candidate's fields are then checked alone.
-//! Patterns whose every piece can only match ASCII run ASCII-only over bytes (same matches, cheaper to compile and
-//! to scan), and the last few compiled patterns are kept for repeated queries.
+//! Patterns whose every piece can only match ASCII, or any one character (`.`), run ASCII-only over bytes, `.`
+//! spelled out as one UTF-8-encoded character (same matches, cheaper to compile and to scan: a Unicode class such as
+//! `.` makes the Unicode compiler allocate a 320 KB table for the compile), and the last few compiled patterns are
+//! kept for repeated queries.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -935,8 +937,9 @@ fn compiled(pattern: &str, multi_line: bool, ascii: bool) -> Result<Pattern> {
         pattern: pattern.to_string(),
         reason: regex_reason(&e),
     };
-    let built = if ascii {
-        regex::bytes::RegexBuilder::new(pattern)
+    let ascii_form = if ascii { ascii_form(pattern) } else { None };
+    let built = if let Some(ascii_form) = ascii_form {
+        regex::bytes::RegexBuilder::new(&ascii_form)
             .unicode(false)
             .case_insensitive(true)
             .multi_line(multi_line)
@@ -963,29 +966,69 @@ fn compiled(pattern: &str, multi_line: bool, ascii: bool) -> Result<Pattern> {
     Ok(built)
 }
 
+/// What `.` matches (any character but `\n`) as UTF-8 bytes. Exact on valid UTF-8 (every `&str`): at a character
+/// boundary the lead byte's range picks the one branch whose length is that character's, so a match starts and ends
+/// on character boundaries as the Unicode `.` does.
+const UTF8_DOT: &str =
+    r"(?:[\x00-\x09\x0B-\x7F]|[\xC0-\xDF][\x80-\xBF]|[\xE0-\xEF][\x80-\xBF]{2}|[\xF0-\xF7][\x80-\xBF]{3})";
+
 /// Whether matching `pattern` ASCII-only (bytes, ASCII case folding) finds exactly what the Unicode regex finds, on
-/// text without [`ASCII_FOLD_TRAPS`]. True when every piece of the pattern can only match ASCII: ASCII literals,
-/// escaped punctuation, non-negated classes, groups, alternation, repetition and `^`/`$`; `.` only as `.*` or `.+`,
-/// whose spans then lie between ASCII matches and so cover whole characters in both modes. Perl classes (`\w`,
-/// `\d`, `\s`, `\b`), other escapes, negated classes, inline flags and a lone `.` keep the Unicode regex.
+/// text without [`ASCII_FOLD_TRAPS`]: see [`ascii_form`].
 fn ascii_fast_path_is_exact(pattern: &str) -> bool {
+    ascii_form(pattern).is_some()
+}
+
+/// `pattern` for the ASCII-only bytes regex, when that regex finds exactly what the Unicode regex finds on text
+/// without [`ASCII_FOLD_TRAPS`]: every piece of the pattern can only match ASCII (ASCII literals, escaped
+/// punctuation, non-negated classes, POSIX classes, groups, alternation, repetition and `^`/`$`), except `.`, which
+/// is spelled out as one UTF-8-encoded character ([`UTF8_DOT`]). Perl classes (`\w`, `\d`, `\s`, `\b`), other
+/// escapes, negated classes, nested classes, inline flags and non-ASCII text keep the Unicode regex (`None`).
+fn ascii_form(pattern: &str) -> Option<String> {
     if !pattern.is_ascii() || pattern.contains("(?") || pattern.contains("[^") {
-        return false;
+        return None;
     }
     let bytes = pattern.as_bytes();
+    let mut out = String::with_capacity(pattern.len());
+    let mut in_class = false;
     let mut i = 0;
     while i < bytes.len() {
-        match bytes[i] {
+        let b = bytes[i];
+        match b {
             b'\\' => match bytes.get(i + 1) {
-                Some(c) if c.is_ascii_punctuation() => i += 1,
-                _ => return false,
+                Some(&c) if c.is_ascii_punctuation() => {
+                    out.push('\\');
+                    out.push(char::from(c));
+                    i += 1;
+                }
+                _ => return None,
             },
-            b'.' if !matches!(bytes.get(i + 1), Some(b'*' | b'+')) => return false,
-            _ => {}
+            // A POSIX class (`[:alpha:]`, ASCII in both modes) inside a class is copied whole; another nested
+            // class is left to the Unicode regex.
+            b'[' if in_class => {
+                let rest = pattern.get(i..)?;
+                let end = rest.strip_prefix("[:")?.find(":]")? + 4;
+                out.push_str(rest.get(..end)?);
+                i += end - 1;
+            }
+            b'[' => {
+                in_class = true;
+                out.push('[');
+                // A `]` right after the opening bracket is a literal.
+                if bytes.get(i + 1) == Some(&b']') {
+                    out.push(']');
+                    i += 1;
+                }
+            }
+            b']' if in_class => {
+                in_class = false;
+                out.push(']');
+            }
+            b'.' if !in_class => out.push_str(UTF8_DOT),
+            _ => out.push(char::from(b)),
         }
         i += 1;
     }
-    true
+    (!in_class).then_some(out)
 }
 
 /// Whether the multi-line pre-scan finds every document the per-field match would: not when the pattern uses
@@ -1479,6 +1522,14 @@ mod tests {
         assert!(err.to_string().contains("exceeds"), "{err}");
     }
 
+    /// Every match of `pattern` in `text`, as byte ranges.
+    fn spans(pattern: &Pattern, text: &str) -> Vec<std::ops::Range<usize>> {
+        match pattern {
+            Pattern::Unicode(r) => r.find_iter(text).map(|m| m.range()).collect(),
+            Pattern::Ascii(r) => r.find_iter(text.as_bytes()).map(|m| m.range()).collect(),
+        }
+    }
+
     #[test]
     fn ascii_fast_path_matches_what_the_unicode_regex_matches() {
         let texts = [
@@ -1491,6 +1542,8 @@ mod tests {
             "naïve café résumé",
             "x_list",
             "a.b and a+b",
+            "aéb a中b a😀b a\nb ec\u{1F600}o",
+            "].x [a]",
             "",
         ];
         let patterns = [
@@ -1505,6 +1558,20 @@ mod tests {
             "a\\.b",
             "a\\+b$",
             "CREATE|ticket",
+            // `.` alone: one character of any UTF-8 length, never `\n`.
+            "a.b",
+            "caf.",
+            "ec.o",
+            "pull.?request",
+            ".",
+            "^.{3}$",
+            "a.{1,2}b",
+            "^(.)$",
+            "[.]x",
+            "[]a]",
+            "[a.]",
+            "[[:alpha:]]+_list",
+            r"\.x",
         ];
         for p in patterns {
             assert!(ascii_fast_path_is_exact(p), "{p}");
@@ -1515,20 +1582,11 @@ mod tests {
                 for t in texts {
                     assert_eq!(fast.is_match(t), unicode.is_match(t), "{p:?} on {t:?}");
                     assert_eq!(fast.find_at(t, 0), unicode.find_at(t, 0), "{p:?} on {t:?}");
+                    assert_eq!(spans(&fast, t), spans(&unicode, t), "{p:?} on {t:?}");
                 }
             }
         }
-        for p in [
-            "a.b",
-            "caf.",
-            "\\bcaf",
-            "\\w+",
-            "[^a]",
-            "über",
-            "(?-i)x",
-            "\\x41",
-            "pull.?request",
-        ] {
+        for p in ["\\bcaf", "\\w+", "[^a]", "über", "(?-i)x", "\\x41", "[a[bc]]", "[ab"] {
             assert!(!ascii_fast_path_is_exact(p), "{p}");
         }
         // A catalog holding a character that folds onto an ASCII letter keeps the Unicode regex, which finds it.
