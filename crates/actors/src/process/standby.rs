@@ -77,8 +77,12 @@ impl StandbySlot {
     /// exec: about a millisecond) holds up nothing else, e.g. a host's `initialize` answer. The shim's parent-death
     /// signal is tied to the thread that spawned it, so the thread then stays, parked, as long as any clone of this
     /// slot does (the runtime's parts hold them: its servers, the standby's included, are gone by then); the first
-    /// call of this wins, later ones do nothing. Needs a tokio runtime (its handle registers the pipes).
+    /// call of this made inside a tokio runtime wins, later ones do nothing. Needs a tokio runtime (its handle
+    /// registers the pipes): a call outside one does nothing and leaves the slot to the next call.
     pub fn prepare_in_background(&self, shim: PathBuf) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let (keep, parked) = std::sync::mpsc::channel::<()>();
         {
             let mut keeper = self.0.keeper.lock().unwrap_or_else(PoisonError::into_inner);
@@ -87,9 +91,6 @@ impl StandbySlot {
             }
             *keeper = Some(keep);
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
         let slot = Arc::downgrade(&self.0);
         let spawned = std::thread::Builder::new().name("pimcp-standby".into()).spawn(move || {
             if let Some(inner) = slot.upgrade() {

@@ -15,6 +15,12 @@ fn cmdline(pid: u32) -> String {
         .unwrap_or_default()
 }
 
+/// Whether `pid` runs as a standby shim. Polled: `posix_spawn` returns once the child has left our memory, which
+/// is before exec has laid out its new command line (until then `/proc/<pid>/cmdline` reads empty).
+fn is_standby(pid: u32) -> bool {
+    cmdline(pid).contains(pimcp_actors::process::STANDBY_ARG)
+}
+
 #[tokio::test]
 async fn a_server_started_through_the_standby_gets_its_args_cwd_and_environment() {
     let dir = tempfile::tempdir().unwrap();
@@ -30,7 +36,11 @@ async fn a_server_started_through_the_standby_gets_its_args_cwd_and_environment(
     let spec = spec(server("standby", Transport::Stdio(t)), &project);
     let standby = spec.process.standby.clone();
     let standby_pid = standby.prepare(&shim()).unwrap();
-    assert!(cmdline(standby_pid).contains(pimcp_actors::process::STANDBY_ARG));
+    assert!(
+        eventually(Duration::from_secs(10), || is_standby(standby_pid)).await,
+        "{standby_pid} is not a standby shim: {}",
+        cmdline(standby_pid)
+    );
     assert_eq!(standby.waiting_pid(), Some(standby_pid));
 
     let conn = pimcp_actors::transport::connect(spec, ()).await.unwrap();
@@ -115,8 +125,12 @@ fn standby_threads() -> usize {
         .unwrap_or(0)
 }
 
+/// Held by the tests that count `pimcp-standby` threads, so that one does not see the other's thread.
+static STANDBY_THREAD_COUNT: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn a_background_standby_keeps_its_thread_until_the_slot_is_gone() {
+    let _counting = STANDBY_THREAD_COUNT.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let spec = spec(stdio_server("standby-thread", &[]), dir.path());
     let slot = spec.process.standby.clone();
@@ -140,4 +154,44 @@ async fn a_background_standby_keeps_its_thread_until_the_slot_is_gone() {
         eventually(Duration::from_secs(10), || standby_threads() == before).await,
         "the standby thread outlived its slot"
     );
+}
+
+#[test]
+fn a_background_standby_asked_outside_a_runtime_is_still_prepared_by_a_later_call_inside_one() {
+    let _counting = STANDBY_THREAD_COUNT.blocking_lock();
+    let slot = pimcp_actors::process::StandbySlot::default();
+    let before = standby_threads();
+    // No tokio runtime here: nothing can be prepared, and nothing may be claimed either.
+    slot.prepare_in_background(shim());
+    assert_eq!(slot.waiting_pid(), None);
+    assert_eq!(standby_threads(), before, "no thread without a runtime");
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        slot.prepare_in_background(shim());
+        assert!(
+            eventually(Duration::from_secs(10), || slot.waiting_pid().is_some()).await,
+            "the call inside a runtime prepared no standby after one outside a runtime"
+        );
+    });
+    let standby_pid = slot.waiting_pid().unwrap();
+    rt.block_on(async {
+        assert!(
+            eventually(Duration::from_secs(10), || is_standby(standby_pid)).await,
+            "{standby_pid} is not a standby shim: {}",
+            cmdline(standby_pid)
+        );
+    });
+    drop(slot);
+    rt.block_on(async {
+        assert!(
+            eventually(Duration::from_secs(10), || is_dead(standby_pid)
+                && standby_threads() == before)
+            .await,
+            "the standby shim {standby_pid} or its thread outlived the slot"
+        );
+    });
 }
