@@ -41,7 +41,11 @@ fn serve_stdio(ctx: &Ctx) -> ! {
     let code = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => {
             // Config files are watched and SIGHUP reloads (SPEC 3.6); an invalid config keeps the running setup.
-            let served = rt.block_on(super::serve::run_stdio_reloading(ctx, options));
+            // The server's future (~32 KB) is written into a box allocated first and handed over as a pointer:
+            // built on this frame and passed by value it took ~64 KB of the main thread's stack (this frame and
+            // `block_on`'s), under every task the runtime then polls on this thread, and those pages stay resident.
+            let served = Box::write(Box::new_uninit(), super::serve::run_stdio_reloading(ctx, options));
+            let served = rt.block_on(Box::into_pin(served));
             match served {
                 Ok(report) => {
                     tracing::debug!(graceful = report.graceful, elapsed = ?report.elapsed, "served");
