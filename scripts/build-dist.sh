@@ -15,13 +15,17 @@
 #      subcommands (status, search, describe, call, config show, --help); bench/layout/order.py turns the
 #      profiles into lld's symbol-ordering file (mangled names; the served session's functions first).
 #   3. Relink: the saved link replayed by rust-lld with `--symbol-ordering-file` (no crate is recompiled, so
-#      every name in the file is a name of this very link).
+#      every name in the file is a name of this very link), and with `-z pack-relative-relocs` (RELR: the
+#      dynamic loader reads a few KiB of relocations instead of ~1.4 MB) when this machine's glibc is 2.36 or newer:
+#      such a binary needs glibc >= 2.36 to start, which the machine that builds it has (RELR=0 turns it off).
+#      PIE=0 links a non-PIE executable instead: no relocations at all and ~0.4 MiB less resident, at the price of
+#      address-space randomization of the executable's own code; off unless asked for.
 #   4. Check: order.py reads the new binary's symbol table and fails when it does not define the same functions
 #      as cargo's link, when fewer than MIN_PLACED_PCT % (default 95) of the listed functions are in it, or when
 #      they do not sit together; the new binary then serves the same session once more, without valgrind.
 # The result replaces target/<profile>/pimcp-run (next to its pimcp-shim); its path is printed last.
 # Needs: cargo, python3, valgrind. Env: PROFILE (dist), CARGO_TARGET_DIR, FIXTURE, MIN_PLACED_PCT (95),
-# TRAIN_CALLS (20), REUSE_LINK=1 (skip the build and replay the link archive a previous run left).
+# TRAIN_CALLS (20), REUSE_LINK=1 (skip the build and replay the link archive a previous run left), RELR (auto), PIE (1).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PROFILE=${PROFILE:-dist}
@@ -83,15 +87,48 @@ python3 bench/layout/order.py make "$WORK/train/pimcp-run" "$WORK/order.txt" "$W
 LISTED=$(wc -l <"$WORK/order.txt")
 [ "$LISTED" -ge 1000 ] || die "the training run executed only $LISTED functions of pimcp-run; expected thousands"
 
-say "3/4 relinking with $LISTED functions ordered"
+# RELR needs the loader's support (glibc 2.36, GLIBC_ABI_DT_RELR); lld records that need in the binary, so an older
+# glibc refuses to start it with a clear error rather than misbehaving.
+glibc_at_least() {  # MAJOR MINOR
+  local v
+  v=$(getconf GNU_LIBC_VERSION 2>/dev/null | sed -n 's/^glibc \([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+  [ -n "$v" ] && set -- $v "$1" "$2" && { [ "$1" -gt "$3" ] || { [ "$1" -eq "$3" ] && [ "$2" -ge "$4" ]; }; }
+}
+LINK_EXTRA=()
+RELR=${RELR:-auto}
+PIE=${PIE:-1}
+case $PIE in
+  0) LINK_EXTRA+=(-no-pie) ;;
+  1) ;;
+  *) die "PIE=$PIE: expected 1 (default) or 0" ;;
+esac
+case $RELR in
+  auto) if [ "$PIE" = 1 ] && glibc_at_least 2 36; then RELR=1; else RELR=0; fi ;;
+  0) ;;
+  1) glibc_at_least 2 36 || die "RELR=1 needs glibc 2.36 or newer here ($(getconf GNU_LIBC_VERSION 2>&1))" ;;
+  *) die "RELR=$RELR: expected auto (default), 1 or 0" ;;
+esac
+[ "$RELR" = 1 ] && LINK_EXTRA+=(-z pack-relative-relocs)
+say "3/4 relinking with $LISTED functions ordered (RELR=$RELR PIE=$PIE)"
 tar -xf "$TAR" -C "$WORK"
 tar -tf "$TAR" >"$WORK/link.list"
 REPRO=$WORK/$(head -1 "$WORK/link.list" | cut -d/ -f1)  # lld's archive holds one directory
 [ -f "$REPRO/response.txt" ] || die "no response.txt in $TAR"
-# response.txt starts with `--chroot .`: lld reads absolute input paths inside the extracted archive.
+# response.txt starts with `--chroot .`: lld reads absolute input paths inside the extracted archive. For PIE=0 its
+# `-pie` line goes (lld's last -pie/-no-pie wins anyway; removing it keeps the command plain).
 cp "$WORK/order.txt" "$REPRO/order.txt"
+if [ "$PIE" = 0 ]; then
+  grep -qx -- '-pie' "$REPRO/response.txt" || die "PIE=0: the saved link has no -pie line to drop"
+  sed -i '/^-pie$/d' "$REPRO/response.txt"
+fi
 (cd "$REPRO" && "$LLD" -flavor gnu @response.txt --symbol-ordering-file=order.txt \
-  --no-warn-symbol-ordering -o "$WORK/pimcp-run.ordered") || die "the relink failed"
+  --no-warn-symbol-ordering "${LINK_EXTRA[@]}" -o "$WORK/pimcp-run.ordered") || die "the relink failed"
+if [ "$RELR" = 1 ]; then
+  readelf -d "$WORK/pimcp-run.ordered" | grep -q '(RELR)' || die "RELR was asked for but the binary has no DT_RELR"
+fi
+if [ "$PIE" = 0 ]; then
+  readelf -h "$WORK/pimcp-run.ordered" | grep -q 'EXEC (Executable' || die "PIE=0 but the binary is still PIE"
+fi
 rm -rf "$REPRO"
 
 say "4/4 checking the ordered binary"
