@@ -207,6 +207,23 @@ impl RuntimeHandle {
         Ok(())
     }
 
+    /// Asks a server that has not started (state `cached`, e.g. a lazy server before its first call) to start
+    /// connecting now, and returns without waiting for it: the connection's outcome reaches the next call, `status`
+    /// and `events` the usual way. Does nothing to a server that is connecting, ready or draining, disabled,
+    /// untrusted, misconfigured, waiting for auth, in restart backoff or behind an open crash-loop breaker (unlike
+    /// [`RuntimeHandle::connect`], it never resets the backoff or the breaker). Errors: an unknown server name,
+    /// shutdown.
+    pub fn warm(&self, server: &str) -> Result<()> {
+        self.check_running()?;
+        let actor = self.shared.server_ref(server).ok_or_else(|| Error::UnknownServer {
+            server: server.to_owned(),
+        })?;
+        actor.send_message(ServerMsg::Warm).map_err(|_| Error::Connection {
+            server: server.to_owned(),
+            message: "server actor is restarting".into(),
+        })
+    }
+
     /// Tears down a live connection and connects again.
     pub async fn reconnect(&self, server: &str) -> Result<()> {
         self.control(server, |reply| ServerMsg::Connect { force: true, reply })

@@ -45,6 +45,8 @@ pub(crate) enum ServerMsg {
         force: bool,
         reply: oneshot::Sender<Result<()>>,
     },
+    /// Start connecting now if the server has not started (`cached`, nothing refusing it); nobody waits for it.
+    Warm,
     Disable {
         reply: oneshot::Sender<()>,
     },
@@ -974,6 +976,13 @@ impl ServerActor {
                         Self::serve_waiters(myself, st);
                     }
                 } else {
+                    Self::start_connect(myself, st);
+                }
+            }
+            ServerMsg::Warm => {
+                // Only a server that has not started: connecting, ready and draining ones are left alone, and a
+                // refused one (disabled, untrusted, config error, needs auth, breaker open, backoff not over) too.
+                if st.state == ServerState::Cached && Self::refusal(st).is_none() {
                     Self::start_connect(myself, st);
                 }
             }

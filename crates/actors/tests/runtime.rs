@@ -16,4 +16,5 @@ mod runtime {
     mod retry;
     mod standby;
     mod stress;
+    mod warm;
 }

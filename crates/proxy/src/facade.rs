@@ -620,8 +620,10 @@ impl Proxy {
                     None => {
                         // The schema must be compiled (the first call of this tool, or new metadata): a lazy server
                         // not started yet is asked to start first, and the compile runs while it spawns and
-                        // initializes (the yield lets the runtime send the request and start the process).
-                        if self.start_idle_server(&tool.server) {
+                        // initializes (the yield lets the server's actor take the request and start the process).
+                        // `warm` leaves a server that is running, refused or backing off as it is: the call itself
+                        // then reports its state as before.
+                        if self.inner.runtime.warm(&tool.server).is_ok() {
                             tokio::task::yield_now().await;
                         }
                         self.compile_validator(tool, &schema)
@@ -840,39 +842,6 @@ impl Proxy {
         }
         cache.insert(tool.name.clone(), (schema.clone(), v.clone()));
         v
-    }
-
-    /// Asks `server` to start when it is idle and has never failed (a lazy server before its first call), without
-    /// waiting; returns whether it asked. A server already connected, connecting, failing or disabled is left to the
-    /// call itself, which reports its state as before.
-    fn start_idle_server(&self, server: &str) -> bool {
-        let runtime = &self.inner.runtime;
-        // Cheap first: a server with live metadata has been connected.
-        if runtime
-            .catalog()
-            .server(server)
-            .is_some_and(|sc| sc.source == Some(MetadataSource::Live))
-        {
-            return false;
-        }
-        let idle = runtime
-            .status()
-            .servers
-            .iter()
-            .any(|s| s.name == server && s.state == RuntimeState::Cached && s.failures == 0);
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            return false;
-        };
-        if !idle {
-            return false;
-        }
-        let runtime = runtime.clone();
-        let server = server.to_owned();
-        // The call queues behind this connect; its outcome (and any error) reaches the call the usual way.
-        handle.spawn(async move {
-            let _ = runtime.connect(&server).await;
-        });
-        true
     }
 
     fn render(&self, tool: &CatalogTool, output: ToolOutput) -> ProxyResponse {
