@@ -7,8 +7,9 @@ the server, search, regex search, describe, instructions, echo calls, a call wit
 failing / image / mixed / large results, a call with progress), then --calls echo calls (default 200), then EOF.
 
 Subcommands:
-  train OUTDIR   run the session (and, unless --no-cli, the CLI subcommands a user runs: --version, --help, status,
-                 search, describe, call, config show) with every pimcp-run process under valgrind's callgrind
+  train OUTDIR   run the session (once per protocol version, then a short one that EOF cuts mid-call) and, unless
+                 --no-cli, the CLI subcommands a user runs (--version, --help, status, search, describe, call, config
+                 show) with every pimcp-run process under valgrind's callgrind
                  (--trace-children=yes, so the guardian shim's `pimcp-run __pimcp_shim__` exec is traced too when no
                  pimcp-shim sits next to the binary); writes OUTDIR/callgrind.<tag>.<pid> files.
   rss BIN...     start each binary in turn, alternating (--rounds N), run the session and print per binary the
@@ -74,6 +75,24 @@ class Session:
         if expect_error is not None and bool(r.get("isError")) != expect_error:
             raise RuntimeError(f"mcp {args}: unexpected result {json.dumps(r)[:300]}")
         return r
+
+    def send_call_in_flight(self, args):
+        """Sends an `mcp` call with a progressToken and returns once its first progress report arrived: the call is
+        then running upstream, and closing stdin now is a host that disconnects mid-call."""
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
+               "params": {"name": "mcp", "arguments": args, "_meta": {"progressToken": "cut"}}}
+        self.p.stdin.write((json.dumps(msg) + "\n").encode())
+        self.p.stdin.flush()
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise RuntimeError("pimcp-run closed its stdout before the call reported progress")
+            m = json.loads(line)
+            if m.get("method") == "notifications/progress":
+                return
+            if m.get("id") == self.next_id:
+                raise RuntimeError(f"the call meant to be cut finished first: {json.dumps(m)[:300]}")
 
     def close(self):
         self.p.stdin.close()
@@ -261,6 +280,19 @@ def cmd_train(a):
             rc = s.close()
             if rc != 0:
                 raise RuntimeError(f"pimcp-run (serve, protocol {version}) exited {rc}")
+        # A host that disconnects mid-call: the shutdown of tasks still running (tokio's task shutdown and
+        # join-handle paths) runs only then, and a run that ends that way would otherwise execute them outside the
+        # laid-out region. Tagged `cut`, not `serve`: order.py places its functions after the served session's, so
+        # the code only this ending runs does not spread the session's own.
+        s = Session(vg("cut") + ["--config", cfg], env)
+        s.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "layout-session", "version": "1"}})
+        s.notify("notifications/initialized")
+        s.mcp(ECHO)
+        s.send_call_in_flight({"tool": "fixture_slow", "args": {"ms": 60000, "steps": 2}})
+        rc = s.close()
+        if rc != 0:
+            raise RuntimeError(f"pimcp-run (serve, cut mid-call) exited {rc}")
         if not a.no_cli:
             # Only exit code 0 is accepted: a training command that fails would record an error path instead.
             cli = [["--version"], ["--help"], ["status"], ["status", "--json"], ["search", "echo"],
