@@ -572,3 +572,52 @@ async fn revalidation_drops_a_connection_that_no_longer_answers() {
     );
     rt.shutdown(Duration::from_secs(10)).await;
 }
+
+/// A revalidation whose check fails while the server has just answered a call (the busy rule: "an answer arrived
+/// within the last health_timeout") must check again rather than be dropped, or a server that stopped answering
+/// stays `ready`. Deterministic: the fixture holds every ping (`--stall-pings-after 0`) but answers calls, and the
+/// call is made once the held ping has reached the server, so its answer falls inside the failed check's window
+/// (unless the call alone takes longer than health_timeout: then the first check drops the server and the test
+/// passes without exercising the rule, never fails wrongly).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revalidation_dismissed_as_busy_checks_again_and_drops_a_server_that_stopped_answering() {
+    let t = Tuning {
+        health_timeout: Duration::from_secs(2),
+        close_grace: Duration::from_millis(200),
+        ..tuning()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("z.jsonl");
+    // The legacy protocol: its health check is a ping (2026-07-28's is tools/list).
+    let config = json!({"mcpServers": {"z": {
+        "command": fixture(),
+        "args": ["--stall-pings-after", "0", "--event-log", log.to_str().unwrap()],
+        "protocol": "legacy",
+    }}});
+    let rt = start_in(dir.path(), &config, t).await;
+    rt.connect("z").await.unwrap();
+    let pings = || events_named(&events(&log), "ping").len();
+    assert_eq!(pings(), 0);
+
+    rt.revalidate();
+    wait_until("the revalidation's ping at the server", Duration::from_secs(10), || {
+        pings() == 1
+    })
+    .await;
+    // Answered while the ping is held: when that check fails, the server answered within health_timeout.
+    assert_eq!(
+        rt.call("z_echo", args(json!({"text": "busy"})), CallOptions::default())
+            .await
+            .unwrap()
+            .text(),
+        "busy"
+    );
+    // The dismissed check is followed by another, which fails with no answer inside its window: dropped.
+    wait_until("the connection dropped", Duration::from_secs(30), || {
+        state_of(&rt, "z") == ServerState::Cached
+    })
+    .await;
+    let reason = rt.status().server("z").unwrap().reason.clone().unwrap_or_default();
+    assert!(reason.contains("revalidation"), "{reason}");
+    rt.shutdown(Duration::from_secs(10)).await;
+}
