@@ -177,7 +177,14 @@ pub(crate) struct StatusBoard {
 }
 
 /// Capacity of the event channel; slow receivers see `Lagged` rather than blocking actors.
-pub(crate) const EVENT_CAPACITY: usize = 1024;
+///
+/// The channel's buffer is allocated whole when the runtime starts: capacity × slot, where a slot is a mutex, two
+/// words and an `Option<RuntimeEvent>` (104 bytes on 64-bit Linux), so 1024 cost 106,496 bytes and 256 cost 26,624.
+/// What the subscribers need: a burst is a few events per server (cached → connecting → ready, a catalog change),
+/// 256 hold a start-up or shutdown burst of 64 servers before a receiver that was not scheduled meanwhile lags
+/// (`a_burst_of_sixty_four_servers_fits_the_event_channel`). Those that lag still cope: `pimcp-run watch` redraws
+/// from `status()`, the host log skips missed notices, and `list_changed` bursts are debounced to far fewer events.
+pub(crate) const EVENT_CAPACITY: usize = 256;
 
 impl StatusBoard {
     pub(crate) fn new() -> StatusBoard {
@@ -258,6 +265,40 @@ pub(crate) fn millis(d: Duration) -> u64 {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Every server going cached → connecting → ready with one catalog change each, while the subscriber does not
+    /// run: the whole burst of 64 servers must still be there for it, in order.
+    #[test]
+    fn a_burst_of_sixty_four_servers_fits_the_event_channel() {
+        let board = StatusBoard::new();
+        let names: Vec<String> = (0..64).map(|i| format!("s{i:02}")).collect();
+        for name in &names {
+            board.insert(ServerStatus::new(name, ServerState::Cached, "eager"));
+        }
+        let mut rx = board.subscribe();
+        for (version, name) in names.iter().enumerate() {
+            board.update(name, |s| s.state = ServerState::Connecting);
+            board.update(name, |s| s.state = ServerState::Ready);
+            board.emit(RuntimeEvent::CatalogChanged {
+                version: u64::try_from(version).unwrap(),
+                servers: vec![name.clone()],
+            });
+        }
+        let mut seen = Vec::new();
+        loop {
+            match rx.try_recv() {
+                Ok(event) => seen.push(event),
+                Err(broadcast::error::TryRecvError::Empty) => break,
+                Err(e) => panic!("after {} events: {e:?}", seen.len()),
+            }
+        }
+        assert_eq!(seen.len(), 64 * 3);
+        assert!(
+            matches!(&seen[190], RuntimeEvent::State { server, state: ServerState::Ready, .. } if server == "s63"),
+            "{:?}",
+            seen[190]
+        );
+    }
 
     #[test]
     fn snapshot_serializes_versioned_and_flat() {
