@@ -33,7 +33,10 @@ async fn read_request(sock: &mut BufReader<tokio::net::TcpStream>) -> Option<(St
     Some((method, path, body))
 }
 
-/// Starts the legacy SSE server; returns its `/sse` URL.
+/// Starts the legacy SSE server; returns its `/sse` URL. It answers one request per connection and says so
+/// (`Connection: close`): a client that pooled the connection would otherwise send its next POST into a socket the
+/// server is closing (`type_sse_falls_back_to_the_legacy_transport` failed ~1 in 20 with "send initialized
+/// notification" that way).
 async fn legacy_sse_server(endpoint: &'static str) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -88,12 +91,14 @@ async fn legacy_sse_server(endpoint: &'static str) -> String {
                         line.push(b'\n');
                         let _ = stdin.lock().await.write_all(&line).await;
                         let _ = sock
-                            .write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+                            .write_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                             .await;
                     }
                     _ => {
                         let _ = sock
-                            .write_all(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+                            .write_all(
+                                b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                            )
                             .await;
                     }
                 }
