@@ -35,7 +35,7 @@ async fn read_request(sock: &mut BufReader<tokio::net::TcpStream>) -> Option<(St
 
 /// Starts the legacy SSE server; returns its `/sse` URL. It answers one request per connection and says so
 /// (`Connection: close`): a client that pooled the connection would otherwise send its next POST into a socket the
-/// server is closing (`type_sse_falls_back_to_the_legacy_transport` failed ~1 in 20 with "send initialized
+/// server is closing (`type_sse_falls_back_to_the_legacy_transport` failed ~1 in 40 with "send initialized
 /// notification" that way).
 async fn legacy_sse_server(endpoint: &'static str) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
