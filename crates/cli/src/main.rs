@@ -59,6 +59,9 @@ fn main() -> ExitCode {
     // pimcp-run is its own guardian shim for stdio servers (`pimcp-run __pimcp_shim__ …` never returns).
     pimcp_actors::shim_main_if_requested();
     let cli = Cli::parse();
+    if cli.command.is_none() {
+        one_malloc_arena();
+    }
     // Logs to stderr, OTLP export when configured; dropping the guard at the end flushes spans.
     let _telemetry = telemetry::init();
     let json = cli.command.as_ref().is_some_and(commands::Command::json);
@@ -79,3 +82,20 @@ fn main() -> ExitCode {
     };
     ExitCode::from(code)
 }
+
+/// Makes every thread allocate from glibc's main malloc arena. With no command pimcp-run is the stdio server (or the
+/// `--attach` relay): one thread runs the runtime, and the few helper threads (tokio's blocking pool, the schema
+/// warm-up, the standby shim's spawner) each got an arena of their own, which stays resident after their short work
+/// (RssAnon 2,968 -> 2,904 KiB median in the 200-call session). `serve --http` keeps the default: its worker threads
+/// allocate concurrently. Called before any second thread exists: a thread's arena is picked on its first
+/// allocation.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn one_malloc_arena() {
+    // SAFETY: mallopt only sets a malloc tunable from two integers; no memory is passed or touched.
+    #[allow(unsafe_code, reason = "mallopt(3) has no safe std equivalent")]
+    let _ = unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+}
+
+/// Other C libraries: nothing to tune.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn one_malloc_arena() {}
