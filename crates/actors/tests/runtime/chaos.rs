@@ -554,6 +554,13 @@ async fn revalidation_drops_a_connection_that_no_longer_answers() {
             .unwrap()
             .success()
     );
+    // `kill` returns before the process has stopped: SIGSTOP wakes one thread, which then stops the others, and on a
+    // loaded machine another thread of the server can still read and answer the revalidation's request meanwhile
+    // (seen: the check came back healthy 14 ms after `kill` returned, and the server stayed `ready`).
+    wait_until("every thread of the server stopped", Duration::from_secs(10), || {
+        all_threads_stopped(pid)
+    })
+    .await;
     rt.revalidate();
     wait_until("frozen connection dropped", Duration::from_secs(10), || {
         state_of(&rt, "z") == ServerState::Cached
@@ -620,4 +627,26 @@ async fn a_revalidation_dismissed_as_busy_checks_again_and_drops_a_server_that_s
     let reason = rt.status().server("z").unwrap().reason.clone().unwrap_or_default();
     assert!(reason.contains("revalidation"), "{reason}");
     rt.shutdown(Duration::from_secs(10)).await;
+}
+
+/// Whether every thread of `pid` is in the stopped state (`T` in `/proc/<pid>/task/<tid>/stat`).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let mut any = false;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            return false;
+        };
+        // The state follows the command name, which is in parentheses and may itself contain ')'.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next());
+        if state != Some("T") {
+            return false;
+        }
+        any = true;
+    }
+    any
 }
