@@ -412,7 +412,11 @@ impl ServerActor {
         // Fresh cached metadata already names the tools: calls need not wait for this connection's discovery.
         let early = matches!(st.metadata, Some((_, MetadataSource::Cache)));
         let span = tracing::info_span!("connect", server = %st.cfg.name, generation, outcome = tracing::field::Empty);
-        tokio::spawn(
+        // The connect future is large (tens of KB): it is written into a box allocated first and spawned as a
+        // pointer, so it is never built on this frame and copied down through `tokio::spawn`'s frames (the main
+        // thread's stack pages stay resident once touched).
+        let task = Box::write(
+            Box::new_uninit(),
             async move {
                 let result = connect_with_auth(auth, spec, handler, request_timeout, grace, early).await;
                 tracing::Span::current().record("outcome", connect_outcome(&result));
@@ -420,6 +424,7 @@ impl ServerActor {
             }
             .instrument(span),
         );
+        tokio::spawn(Box::into_pin(task));
     }
 
     fn on_connected(
@@ -1633,14 +1638,24 @@ async fn connect_with_auth(
         },
         _ = spec.cancel.cancelled() => return Err(ConnectFailure::Connect(ConnectError::Cancelled { server })),
     };
+    // `connect_and_discover`'s future (~100 KB) is written into a box allocated first: awaited inline it is built
+    // on this poll's stack frame before being moved into this future (a one-off, but resident stack pages stay).
     let Some(prepared) = prepared else {
-        return connect_and_discover(spec, handler, request_timeout, grace, early).await;
+        return Box::into_pin(Box::write(
+            Box::new_uninit(),
+            connect_and_discover(spec, handler, request_timeout, grace, early),
+        ))
+        .await;
     };
     let refusals = prepared.server.refusals();
     spec.access_token = prepared.token;
     spec.token_source = Some(prepared.source);
     // With OAuth the discovery stays part of the connect: a refused tools/list is how some servers ask for a login.
-    match connect_and_discover(spec, handler, request_timeout, grace, false).await {
+    let connected = Box::write(
+        Box::new_uninit(),
+        connect_and_discover(spec, handler, request_timeout, grace, false),
+    );
+    match Box::into_pin(connected).await {
         Err(ConnectFailure::Connect(ConnectError::NeedsAuth { .. })) => {
             Err(ConnectFailure::Auth(prepared.server.needs_auth_error()))
         }
@@ -1662,7 +1677,8 @@ async fn connect_and_discover(
 ) -> std::result::Result<Box<Established>, ConnectFailure> {
     let server = spec.server.name.clone();
     let cancel = spec.cancel.clone();
-    let conn = transport::connect(spec, handler)
+    // Boxed in place for the same reason as in `connect_with_auth`: the transport's connect future is large.
+    let conn = Box::into_pin(Box::write(Box::new_uninit(), transport::connect(spec, handler)))
         .await
         .map_err(ConnectFailure::Connect)?;
     if early {

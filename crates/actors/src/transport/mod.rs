@@ -284,9 +284,15 @@ pub async fn connect<H: ClientHandler + Clone>(spec: ConnectSpec, handler: H) ->
     if spec.cancel.is_cancelled() {
         return Err(ConnectError::Cancelled { server: name });
     }
+    // Each transport's connect future (tens of KB) is written into a box allocated first, so this poll's stack
+    // frame never holds it (resident stack pages are never released).
     match spec.server.transport.clone() {
-        Transport::Stdio(stdio) => stdio::connect(spec, stdio, handler).await,
-        Transport::Http(http) => http::connect(spec, http, handler).await,
-        Transport::Socket(socket) => socket::connect(spec, socket, handler).await,
+        Transport::Stdio(stdio) => {
+            Box::into_pin(Box::write(Box::new_uninit(), stdio::connect(spec, stdio, handler))).await
+        }
+        Transport::Http(http) => Box::into_pin(Box::write(Box::new_uninit(), http::connect(spec, http, handler))).await,
+        Transport::Socket(socket) => {
+            Box::into_pin(Box::write(Box::new_uninit(), socket::connect(spec, socket, handler))).await
+        }
     }
 }

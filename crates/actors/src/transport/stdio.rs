@@ -93,22 +93,30 @@ pub(super) async fn connect<H: ClientHandler + Clone>(
     let lifecycle = handshake::lifecycle(spec.server.protocol, spec.era_hint);
     let is_auto = matches!(lifecycle, ClientLifecycleMode::Auto { .. });
     let discover_only = matches!(lifecycle, ClientLifecycleMode::Discover { .. });
-    match attempt(&spec, &plan, &redactor, handler.clone(), lifecycle, deadline).await {
+    // Each attempt's future (~20 KB, the handshake's inside it) is written into a box allocated first rather than
+    // built on this poll's stack frame (resident stack pages are never released).
+    let first = Box::write(
+        Box::new_uninit(),
+        attempt(&spec, &plan, &redactor, handler.clone(), lifecycle, deadline),
+    );
+    match Box::into_pin(first).await {
         // A legacy server may simply hang up on `server/discover` (rmcp-based ones exit cleanly): with `auto`, try
         // once more with `initialize` on a fresh process. The negotiated era is remembered by the caller, so this
         // costs one extra spawn per config change at most.
         Err(Failure::HungUp { .. }) if is_auto => {
             tracing::debug!(server = %name, "server hung up on server/discover; retrying with initialize");
-            attempt(
-                &spec,
-                &plan,
-                &redactor,
-                handler,
-                ClientLifecycleMode::Initialize,
-                deadline,
-            )
-            .await
-            .map_err(|f| f.into_error(&spec, false))
+            let retry = Box::write(
+                Box::new_uninit(),
+                attempt(
+                    &spec,
+                    &plan,
+                    &redactor,
+                    handler,
+                    ClientLifecycleMode::Initialize,
+                    deadline,
+                ),
+            );
+            Box::into_pin(retry).await.map_err(|f| f.into_error(&spec, false))
         }
         other => other.map_err(|f| f.into_error(&spec, discover_only)),
     }
@@ -183,7 +191,11 @@ async fn attempt<H: ClientHandler>(
     let (lines, fast) = fast_client(lines, writer);
     // Outside the trace, so the cancellations sent at close are traced too.
     let transport = CancelOnClose::new(crate::trace::traced(lines, spec.trace.as_ref(), TransportKind::Stdio));
-    let handshake_fut = handler.serve_with_lifecycle(transport, lifecycle);
+    // The handshake future (~29 KB) goes straight into a box: polled through `select!` it would sit on this frame.
+    let handshake_fut = Box::into_pin(Box::write(
+        Box::new_uninit(),
+        handler.serve_with_lifecycle(transport, lifecycle),
+    ));
     enum Step<T> {
         Done(T),
         Exited,
