@@ -3,7 +3,8 @@
 
   order.py make BIN OUT CALLGRIND...   writes OUT: the mangled names of every function of BIN that ran in the
         profiles (callgrind --demangle=no), one a line. Functions of the profiles tagged `serve` come first (most
-        instructions first), then those that only the other profiles (CLI subcommands) ran. Prints the counts.
+        instructions first), then those only the `cut` profile (a session the host left mid-call) ran, then those
+        that only the other profiles (CLI subcommands) ran. Prints the counts.
   order.py check BIN ORDERFILE [--min N]   reads BIN's symbol table and reports how many listed names it defines
         as functions and how large the address span they occupy is, against the sum of their sizes. Exits non-zero
         when fewer than N names were found, or when the span is more than 1.5x their total size (the functions
@@ -62,22 +63,26 @@ def parse_callgrind(path, binary):
 
 
 def cmd_make(a):
-    serve, other = collections.Counter(), collections.Counter()
+    serve, cut, other = collections.Counter(), collections.Counter(), collections.Counter()
     for p in a.profiles:
         c = parse_callgrind(p, a.bin)
-        (serve if ".serve." in os.path.basename(p) else other).update(c)
+        base = os.path.basename(p)
+        (serve if ".serve." in base else cut if ".cut." in base else other).update(c)
     # Only names the binary's symbol table defines as functions can be ordered (callgrind may also name a
     # function "0x..." when it found no symbol).
     syms = function_symbols(a.bin)
     first = [n for n, _ in serve.most_common() if n in syms]
-    rest = [n for n, _ in other.most_common() if n in syms and n not in serve]
-    unknown = len([n for n in list(serve) + list(other) if n not in syms])
+    # A served session's other ending (the host gone mid-call) right after it, then what only the CLI runs ran.
+    ending = [n for n, _ in cut.most_common() if n in syms and n not in serve]
+    rest = [n for n, _ in other.most_common() if n in syms and n not in serve and n not in cut]
+    unknown = len([n for n in list(serve) + list(cut) + list(other) if n not in syms])
     with open(a.out, "w") as f:
-        for n in first + rest:
+        for n in first + ending + rest:
             f.write(n + "\n")
-    size = sum(syms[n] for n in first + rest)
-    print(f"{a.out}: {len(first)} functions ran in the served session, {len(rest)} more only in the CLI runs; "
-          f"{size / 1e6:.2f} MB of code; {unknown} profiled names not in the symbol table (skipped)")
+    size = sum(syms[n] for n in first + ending + rest)
+    print(f"{a.out}: {len(first)} functions ran in the served session, {len(ending)} more only when it was cut "
+          f"mid-call, {len(rest)} more only in the CLI runs; {size / 1e6:.2f} MB of code; {unknown} profiled names "
+          "not in the symbol table (skipped)")
 
 
 def function_symbols(binary):
