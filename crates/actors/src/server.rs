@@ -26,7 +26,9 @@ use crate::lane::{Lane, LiveCall};
 use crate::policy::{ConnectBackoff, CrashLoopBreaker};
 use crate::router::RouterMsg;
 use crate::status::{ServerState, ServerStatus};
-use crate::transport::{self, ConnectError, ConnectSpec, Connection, Era, SessionResume, TransportKind};
+use crate::transport::{
+    self, ConnectError, ConnectSpec, Connection, Era, SessionResume, TransportKind, boxed_in_place,
+};
 
 /// Messages of a [`ServerActor`]. External requests carry a `reply`; the rest are reports from its own tasks and
 /// timers, each tagged with the generation it belongs to.
@@ -415,8 +417,7 @@ impl ServerActor {
         // The connect future is large (tens of KB): it is written into a box allocated first and spawned as a
         // pointer, so it is never built on this frame and copied down through `tokio::spawn`'s frames (the main
         // thread's stack pages stay resident once touched).
-        let task = Box::write(
-            Box::new_uninit(),
+        let task = boxed_in_place(
             async move {
                 let result = connect_with_auth(auth, spec, handler, request_timeout, grace, early).await;
                 tracing::Span::current().record("outcome", connect_outcome(&result));
@@ -424,7 +425,7 @@ impl ServerActor {
             }
             .instrument(span),
         );
-        tokio::spawn(Box::into_pin(task));
+        tokio::spawn(task);
     }
 
     fn on_connected(
@@ -1641,21 +1642,14 @@ async fn connect_with_auth(
     // `connect_and_discover`'s future (~100 KB) is written into a box allocated first: awaited inline it is built
     // on this poll's stack frame before being moved into this future (a one-off, but resident stack pages stay).
     let Some(prepared) = prepared else {
-        return Box::into_pin(Box::write(
-            Box::new_uninit(),
-            connect_and_discover(spec, handler, request_timeout, grace, early),
-        ))
-        .await;
+        return boxed_in_place(connect_and_discover(spec, handler, request_timeout, grace, early)).await;
     };
     let refusals = prepared.server.refusals();
     spec.access_token = prepared.token;
     spec.token_source = Some(prepared.source);
     // With OAuth the discovery stays part of the connect: a refused tools/list is how some servers ask for a login.
-    let connected = Box::write(
-        Box::new_uninit(),
-        connect_and_discover(spec, handler, request_timeout, grace, false),
-    );
-    match Box::into_pin(connected).await {
+    let connected = boxed_in_place(connect_and_discover(spec, handler, request_timeout, grace, false));
+    match connected.await {
         Err(ConnectFailure::Connect(ConnectError::NeedsAuth { .. })) => {
             Err(ConnectFailure::Auth(prepared.server.needs_auth_error()))
         }
@@ -1678,7 +1672,7 @@ async fn connect_and_discover(
     let server = spec.server.name.clone();
     let cancel = spec.cancel.clone();
     // Boxed in place for the same reason as in `connect_with_auth`: the transport's connect future is large.
-    let conn = Box::into_pin(Box::write(Box::new_uninit(), transport::connect(spec, handler)))
+    let conn = boxed_in_place(transport::connect(spec, handler))
         .await
         .map_err(ConnectFailure::Connect)?;
     if early {

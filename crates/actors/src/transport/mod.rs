@@ -287,12 +287,15 @@ pub async fn connect<H: ClientHandler + Clone>(spec: ConnectSpec, handler: H) ->
     // Each transport's connect future (tens of KB) is written into a box allocated first, so this poll's stack
     // frame never holds it (resident stack pages are never released).
     match spec.server.transport.clone() {
-        Transport::Stdio(stdio) => {
-            Box::into_pin(Box::write(Box::new_uninit(), stdio::connect(spec, stdio, handler))).await
-        }
-        Transport::Http(http) => Box::into_pin(Box::write(Box::new_uninit(), http::connect(spec, http, handler))).await,
-        Transport::Socket(socket) => {
-            Box::into_pin(Box::write(Box::new_uninit(), socket::connect(spec, socket, handler))).await
-        }
+        Transport::Stdio(stdio) => boxed_in_place(stdio::connect(spec, stdio, handler)).await,
+        Transport::Http(http) => boxed_in_place(http::connect(spec, http, handler)).await,
+        Transport::Socket(socket) => boxed_in_place(socket::connect(spec, socket, handler)).await,
     }
+}
+
+/// `fut` written straight into a box allocated first, so a large future (tens of KB on the connect path) is never
+/// built on the caller's poll frame and copied (the main thread's stack pages stay resident once touched).
+#[inline(always)]
+pub(crate) fn boxed_in_place<F>(fut: F) -> std::pin::Pin<Box<F>> {
+    Box::into_pin(Box::write(Box::new_uninit(), fut))
 }

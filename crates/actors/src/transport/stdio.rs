@@ -12,7 +12,7 @@ use super::cancel_on_close::CancelOnClose;
 use super::fast_client::{FastLink, fast_client};
 use super::handshake::{self, Abort};
 use super::secrets::{self, Redactor};
-use super::{ConnectError, ConnectSpec, Connection, TransportKind};
+use super::{ConnectError, ConnectSpec, Connection, TransportKind, boxed_in_place};
 use crate::process::{self, SpawnPlan, StderrTail};
 
 /// After a failed handshake, how long we wait to see whether the child exited (to report its exit code).
@@ -95,28 +95,22 @@ pub(super) async fn connect<H: ClientHandler + Clone>(
     let discover_only = matches!(lifecycle, ClientLifecycleMode::Discover { .. });
     // Each attempt's future (~20 KB, the handshake's inside it) is written into a box allocated first rather than
     // built on this poll's stack frame (resident stack pages are never released).
-    let first = Box::write(
-        Box::new_uninit(),
-        attempt(&spec, &plan, &redactor, handler.clone(), lifecycle, deadline),
-    );
-    match Box::into_pin(first).await {
+    let first = boxed_in_place(attempt(&spec, &plan, &redactor, handler.clone(), lifecycle, deadline));
+    match first.await {
         // A legacy server may simply hang up on `server/discover` (rmcp-based ones exit cleanly): with `auto`, try
         // once more with `initialize` on a fresh process. The negotiated era is remembered by the caller, so this
         // costs one extra spawn per config change at most.
         Err(Failure::HungUp { .. }) if is_auto => {
             tracing::debug!(server = %name, "server hung up on server/discover; retrying with initialize");
-            let retry = Box::write(
-                Box::new_uninit(),
-                attempt(
-                    &spec,
-                    &plan,
-                    &redactor,
-                    handler,
-                    ClientLifecycleMode::Initialize,
-                    deadline,
-                ),
-            );
-            Box::into_pin(retry).await.map_err(|f| f.into_error(&spec, false))
+            let retry = boxed_in_place(attempt(
+                &spec,
+                &plan,
+                &redactor,
+                handler,
+                ClientLifecycleMode::Initialize,
+                deadline,
+            ));
+            retry.await.map_err(|f| f.into_error(&spec, false))
         }
         other => other.map_err(|f| f.into_error(&spec, discover_only)),
     }
@@ -192,10 +186,7 @@ async fn attempt<H: ClientHandler>(
     // Outside the trace, so the cancellations sent at close are traced too.
     let transport = CancelOnClose::new(crate::trace::traced(lines, spec.trace.as_ref(), TransportKind::Stdio));
     // The handshake future (~29 KB) goes straight into a box: polled through `select!` it would sit on this frame.
-    let handshake_fut = Box::into_pin(Box::write(
-        Box::new_uninit(),
-        handler.serve_with_lifecycle(transport, lifecycle),
-    ));
+    let handshake_fut = boxed_in_place(handler.serve_with_lifecycle(transport, lifecycle));
     enum Step<T> {
         Done(T),
         Exited,
