@@ -21,6 +21,7 @@ mod request;
 mod search;
 mod server;
 mod shapes;
+mod simple_schema;
 mod stdio;
 mod text;
 mod tool_def;

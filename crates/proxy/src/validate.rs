@@ -6,11 +6,18 @@
 //! no second `reqwest`/TLS stack in the build), and `pattern` keywords use the linear-time `regex` engine so a hostile
 //! schema cannot stall a call. A schema that does not compile (invalid, or with a remote `$ref`) is reported and
 //! skipped, as the incumbent does: the server still validates.
+//!
+//! A schema in the common subset (`simple_schema.rs`) is checked first by that module's walk, and jsonschema is
+//! compiled for it only when the walk does not settle an instance as valid (a mistaken call, whose messages
+//! jsonschema writes): the outcome is always jsonschema's, but most processes never build its meta-schemas.
+
+use std::sync::{Mutex, OnceLock};
 
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::shapes::shape;
+use crate::simple_schema::{self, Simple};
 
 /// Problems listed in one validation message; the rest are counted.
 pub const MAX_LISTED_PROBLEMS: usize = 8;
@@ -79,29 +86,29 @@ pub fn check_not_nested(args: &Map<String, Value>, input_schema: &Value) -> Resu
 #[derive(Debug)]
 pub struct ArgsValidator {
     tool: String,
-    validator: Option<jsonschema::Validator>,
-    schema_problem: Option<String>,
+    checker: Checker,
     shape: String,
 }
 
 impl ArgsValidator {
     /// Compiles `input_schema` for tool `tool`. Never fails: an unusable schema is recorded and skipped.
     pub fn new(tool: &str, input_schema: &Value) -> ArgsValidator {
-        let (validator, schema_problem) = match compile(input_schema) {
-            Ok(v) => (Some(v), None),
-            Err(problem) => (None, Some(problem)),
-        };
         ArgsValidator {
             tool: tool.to_string(),
-            validator,
-            schema_problem,
+            checker: Checker::new(input_schema),
             shape: shape(Some(input_schema)),
         }
     }
 
     /// Why the schema is not used, when it is not.
     pub fn schema_problem(&self) -> Option<&str> {
-        self.schema_problem.as_deref()
+        self.checker.schema_problem()
+    }
+
+    /// Whether jsonschema has been compiled for this schema (always for one outside the common subset; for one in
+    /// it, once an instance needed it).
+    pub fn uses_jsonschema(&self) -> bool {
+        self.checker.uses_jsonschema()
     }
 
     /// The expected parameters, as a compact shape.
@@ -111,20 +118,14 @@ impl ArgsValidator {
 
     /// Checks `args`; the error lists the problems and the expected parameters.
     pub fn check(&self, args: &Map<String, Value>) -> Result<()> {
-        let Some(validator) = &self.validator else {
-            return Ok(());
-        };
-        self.outcome(problems(validator, &Value::Object(args.clone())))
+        self.outcome(self.checker.problems(&Value::Object(args.clone())))
     }
 
     /// [`ArgsValidator::check`] without copying `args`: they are validated in place (taken into a JSON value and
     /// given back), for the call path that owns them.
     pub(crate) fn check_in_place(&self, args: &mut Map<String, Value>) -> Result<()> {
-        let Some(validator) = &self.validator else {
-            return Ok(());
-        };
         let instance = Value::Object(std::mem::take(args));
-        let problems = problems(validator, &instance);
+        let problems = self.checker.problems(&instance);
         if let Value::Object(map) = instance {
             *args = map;
         }
@@ -186,13 +187,13 @@ pub fn validate_output(structured: Option<&Value>, output_schema: &Value) -> Out
 /// A tool's output schema compiled once ([`validate_output`] without the compile on every call).
 #[derive(Debug)]
 pub(crate) struct OutputValidator {
-    compiled: std::result::Result<jsonschema::Validator, String>,
+    checker: Checker,
 }
 
 impl OutputValidator {
     pub(crate) fn new(output_schema: &Value) -> OutputValidator {
         OutputValidator {
-            compiled: compile(output_schema),
+            checker: Checker::new(output_schema),
         }
     }
 
@@ -205,50 +206,134 @@ impl OutputValidator {
                 schema_problem: None,
             };
         };
-        match &self.compiled {
-            Err(problem) => OutputReport {
+        if let Some(problem) = self.checker.schema_problem() {
+            return OutputReport {
                 valid: true,
                 problems: Vec::new(),
-                schema_problem: Some(problem.clone()),
-            },
-            Ok(validator) => {
-                let problems = problems(validator, structured);
-                OutputReport {
-                    valid: problems.is_empty(),
-                    problems,
-                    schema_problem: None,
-                }
-            }
+                schema_problem: Some(problem.to_string()),
+            };
+        }
+        let problems = self.checker.problems(structured);
+        OutputReport {
+            valid: problems.is_empty(),
+            problems,
+            schema_problem: None,
         }
     }
 }
 
-/// Builds `jsonschema`'s meta-schema validators for draft 2020-12 (MCP's default when a schema names none) and
-/// draft-07 (what zod-based servers declare) on a background thread. Compiling any schema first validates it against
-/// its draft's meta-schema, and that validator is built once per process on first use (about 4.7 M instructions for
-/// 2020-12): without this it is built on the first call's critical path, before the call is even routed. A call that
-/// comes first waits for the same one-time build (never a second one); the crate has no public switch to skip the
-/// meta-schema check, and skipping it would change which schemas count as unusable. `PIMCP_SCHEMA_WARMUP=0` turns it
-/// off (a diagnostic for start-up measurements).
-pub fn warm_up() {
+/// One schema, ready to check instances: the common subset's walk with jsonschema compiled on demand behind it, or
+/// jsonschema alone (compiled at once, so that an unusable schema is known before any call).
+#[derive(Debug)]
+enum Checker {
+    Subset {
+        simple: Simple,
+        /// The schema, for compiling jsonschema when an instance needs it.
+        schema: Value,
+        full: OnceLock<std::result::Result<jsonschema::Validator, String>>,
+    },
+    Full(std::result::Result<jsonschema::Validator, String>),
+}
+
+impl Checker {
+    fn new(schema: &Value) -> Checker {
+        match simple_schema::compile(schema) {
+            Some(simple) => Checker::Subset {
+                simple,
+                schema: schema.clone(),
+                full: OnceLock::new(),
+            },
+            None => Checker::Full(compile(schema)),
+        }
+    }
+
+    /// Why the schema is not used. A schema of the subset is a valid one (the differential test holds jsonschema to
+    /// that), so it has none.
+    fn schema_problem(&self) -> Option<&str> {
+        match self {
+            Checker::Full(Err(problem)) => Some(problem),
+            Checker::Subset { .. } | Checker::Full(Ok(_)) => None,
+        }
+    }
+
+    fn uses_jsonschema(&self) -> bool {
+        match self {
+            Checker::Subset { full, .. } => full.get().is_some(),
+            Checker::Full(_) => true,
+        }
+    }
+
+    /// jsonschema's problems with `instance` (none when the schema is unusable): settled by the subset's walk when
+    /// the instance is valid, by jsonschema otherwise.
+    fn problems(&self, instance: &Value) -> Vec<String> {
+        let compiled = match self {
+            Checker::Subset { simple, .. } if simple.accepts(instance) => return Vec::new(),
+            Checker::Subset { schema, full, .. } => full.get_or_init(|| compile(schema)),
+            Checker::Full(compiled) => compiled,
+        };
+        match compiled {
+            Ok(validator) => problems(validator, instance),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// Drafts (`$schema` values, `None` for none) whose meta-schema validator [`warm_up_for`] has built or is building.
+static WARMED: Mutex<Vec<Option<String>>> = Mutex::new(Vec::new());
+
+/// Builds `jsonschema`'s meta-schema validators ahead of the calls that need them, on a background thread: one per
+/// draft declared (by `$schema`; 2020-12 when absent, as MCP specifies) by the schemas in `schemas` that lie outside
+/// the common subset, each draft once per process. Compiling such a schema first validates it against its draft's
+/// meta-schema, and that validator is built once per process on first use (about 4.7 M instructions for 2020-12):
+/// without this it is built on a call's critical path. A call that comes first waits for the same one-time build
+/// (never a second one). Schemas of the subset need no meta-schema (until a mistaken call, whose error path may
+/// build it), so a catalog made only of them builds none: ~0.5 MB of heap and that CPU saved. `PIMCP_SCHEMA_WARMUP=0`
+/// turns it off (a diagnostic for start-up measurements).
+pub(crate) fn warm_up_for<'a>(schemas: impl IntoIterator<Item = &'a Map<String, Value>>) {
     if std::env::var_os("PIMCP_SCHEMA_WARMUP").is_some_and(|v| v == "0") {
         return;
     }
-    let spawned = std::thread::Builder::new().name("pimcp-schema-warm".into()).spawn(|| {
-        for draft in [None, Some("http://json-schema.org/draft-07/schema#")] {
-            let mut schema = Map::new();
-            if let Some(uri) = draft {
-                schema.insert("$schema".into(), Value::String(uri.into()));
+    let drafts = drafts_to_warm(
+        schemas,
+        &mut WARMED.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    if drafts.is_empty() {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("pimcp-schema-warm".into())
+        .spawn(move || {
+            for draft in drafts {
+                let mut schema = Map::new();
+                if let Some(uri) = draft {
+                    schema.insert("$schema".into(), Value::String(uri));
+                }
+                schema.insert("type".into(), Value::String("object".into()));
+                if let Err(e) = compile(&Value::Object(schema)) {
+                    tracing::debug!(error = %e, "warming the schema validator failed");
+                }
             }
-            schema.insert("type".into(), Value::String("object".into()));
-            if let Err(e) = compile(&Value::Object(schema)) {
-                tracing::debug!(error = %e, "warming the schema validator failed");
-            }
-        }
-    });
+        });
     if let Err(e) = spawned {
         tracing::debug!(error = %e, "could not start the schema warm-up thread");
     }
+}
+
+/// The drafts of `schemas` outside the common subset that are not in `warmed` yet; they are added to it.
+fn drafts_to_warm<'a>(
+    schemas: impl IntoIterator<Item = &'a Map<String, Value>>,
+    warmed: &mut Vec<Option<String>>,
+) -> Vec<Option<String>> {
+    let mut drafts = Vec::new();
+    for schema in schemas {
+        let draft = schema.get("$schema").and_then(Value::as_str).map(str::to_string);
+        if warmed.contains(&draft) || simple_schema::compile_object(schema).is_some() {
+            continue;
+        }
+        warmed.push(draft.clone());
+        drafts.push(draft);
+    }
+    drafts
 }
 
 fn compile(schema: &Value) -> std::result::Result<jsonschema::Validator, String> {
@@ -392,6 +477,53 @@ mod tests {
         - at /count: value is less than the minimum of 1
         expected parameters: {message: string, count?: number}
         "#);
+    }
+
+    #[test]
+    fn jsonschema_is_compiled_only_when_the_subset_does_not_settle_a_call() {
+        let subset = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
+        let v = ArgsValidator::new("t", &subset);
+        assert!(v.check(json!({"text": "hi"}).as_object().unwrap()).is_ok());
+        assert!(
+            !v.uses_jsonschema(),
+            "a valid call of a subset schema needs no jsonschema"
+        );
+        let err = v
+            .check(json!({"text": 1}).as_object().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(v.uses_jsonschema());
+        assert!(err.contains("at /text: value is not of type \"string\""), "{err}");
+        // A float where an integer is expected is jsonschema's to settle: `2.0` is an integer from draft 6 on.
+        let ints = ArgsValidator::new(
+            "t",
+            &json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+        );
+        assert!(ints.check(json!({"n": 2.0}).as_object().unwrap()).is_ok());
+        assert!(ints.uses_jsonschema());
+        let outside = ArgsValidator::new("t", &json!({"type": "object", "properties": {"s": {"pattern": "^a"}}}));
+        assert!(outside.uses_jsonschema());
+    }
+
+    #[test]
+    fn warm_up_covers_the_drafts_of_schemas_outside_the_subset_once() {
+        let schemas: Vec<Map<String, Value>> = [
+            json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+            json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "additionalProperties": false}),
+            json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}),
+            json!({"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"u": {"format": "uri"}}}),
+            json!({"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"u": {"format": "uri"}}}),
+        ]
+        .into_iter()
+        .map(|s| s.as_object().unwrap().clone())
+        .collect();
+        let mut warmed = Vec::new();
+        assert_eq!(drafts_to_warm(&schemas[..2], &mut warmed), Vec::<Option<String>>::new());
+        assert_eq!(
+            drafts_to_warm(&schemas, &mut warmed),
+            vec![None, Some("http://json-schema.org/draft-07/schema#".to_string())]
+        );
+        assert_eq!(drafts_to_warm(&schemas, &mut warmed), Vec::<Option<String>>::new());
     }
 
     #[test]
