@@ -2,12 +2,12 @@
 //! validation (`validate.rs`).
 //!
 //! Most MCP tool schemas are flat objects of typed properties (zod, schemars and pydantic all emit them). For a schema
-//! made only of the keywords below, [`compile`] builds a [`Simple`] checker whose [`Simple::accepts`] answers
-//! "certainly valid" in a walk over the instance, with no meta-schema to build (jsonschema builds and keeps one per
-//! draft: ~4.7 M instructions and ~0.5 MB of heap for 2020-12). It never answers "invalid": `false` means "not settled
-//! here", and the caller asks `jsonschema` (compiled on demand), which also writes the error messages. So the outcome
-//! of a call is exactly jsonschema's; only its cost changes. A differential test compares the two on generated
-//! schemas and instances.
+//! made only of the keywords below, [`compile`] builds a [`Simple`] checker whose [`Simple::check`] walks the
+//! instance and returns exactly what `jsonschema` would report (the same masked messages at the same instance
+//! paths), with no meta-schema to build: jsonschema builds and keeps one per draft (~4.7 M instructions and ~0.5 MB
+//! of heap for 2020-12) before it compiles any schema. When the walk cannot settle an instance the way jsonschema
+//! would (a bound compared with an integer beyond 2^53) it says so, and the caller asks jsonschema. A differential
+//! test holds the two to the same answers and messages on generated schemas and instances.
 //!
 //! The subset, with the semantics every draft from 6 to 2020-12 gives it (a `$schema` naming another draft, such as
 //! draft 4 whose `integer` and `exclusiveMinimum` differ, is outside it):
@@ -41,13 +41,23 @@ const DRAFTS: &[&str] = &[
 /// Integers beyond 2^53 are not all `f64`s: such a number is left to jsonschema's exact arithmetic.
 const EXACT_F64_INT: u64 = 1 << 53;
 
+/// Type bits, in the order jsonschema lists types in a message (`value is not of types "null", "string"`).
+const TYPE_NAMES: [(&str, u8); 7] = [
+    ("null", 1),
+    ("boolean", 1 << 1),
+    ("integer", 1 << 2),
+    ("number", 1 << 3),
+    ("string", 1 << 4),
+    ("array", 1 << 5),
+    ("object", 1 << 6),
+];
 const NULL: u8 = 1;
 const BOOLEAN: u8 = 1 << 1;
-const OBJECT: u8 = 1 << 2;
-const ARRAY: u8 = 1 << 3;
-const NUMBER: u8 = 1 << 4;
-const STRING: u8 = 1 << 5;
-const INTEGER: u8 = 1 << 6;
+const INTEGER: u8 = 1 << 2;
+const NUMBER: u8 = 1 << 3;
+const STRING: u8 = 1 << 4;
+const ARRAY: u8 = 1 << 5;
+const OBJECT: u8 = 1 << 6;
 
 /// A compiled schema of the subset.
 #[derive(Debug)]
@@ -64,23 +74,44 @@ pub(crate) enum Simple {
 pub(crate) struct Node {
     /// Allowed types as bits; 0 when `type` is absent.
     types: u8,
+    /// `type` listed more than one name (jsonschema's message then says "types").
+    several_types: bool,
     /// Sorted by name.
     properties: Vec<(String, Simple)>,
+    /// `properties` was written (even empty: jsonschema words `additionalProperties: false` differently without it).
+    has_properties: bool,
     required: Vec<String>,
     additional: Option<Simple>,
     items: Option<Simple>,
-    one_of_values: Option<Vec<Value>>,
+    /// `enum`, as written (the message lists it).
+    one_of_values: Option<Value>,
     constant: Option<Value>,
-    minimum: Option<f64>,
-    maximum: Option<f64>,
-    exclusive_minimum: Option<f64>,
-    exclusive_maximum: Option<f64>,
+    minimum: Option<Bound>,
+    maximum: Option<Bound>,
+    exclusive_minimum: Option<Bound>,
+    exclusive_maximum: Option<Bound>,
     min_length: Option<u64>,
     max_length: Option<u64>,
     min_items: Option<u64>,
     max_items: Option<u64>,
     min_properties: Option<u64>,
     max_properties: Option<u64>,
+}
+
+/// A numeric bound: its exact value, and its text as the schema wrote it (for the message).
+#[derive(Debug)]
+struct Bound {
+    value: f64,
+    written: Value,
+}
+
+impl Bound {
+    fn new(written: &Value) -> Option<Bound> {
+        Some(Bound {
+            value: exact(written.as_number()?)?,
+            written: written.clone(),
+        })
+    }
 }
 
 /// Compiles `schema` when it lies in the subset; `None` otherwise (jsonschema's case).
@@ -155,8 +186,10 @@ fn compile_map(map: &Map<String, Value>, root: bool, draft: Draft) -> Option<Sim
             "default" => {}
             "type" => {
                 node.types = types(value)?;
+                node.several_types = value.as_array().is_some_and(|names| names.len() > 1);
             }
             "properties" => {
+                node.has_properties = true;
                 for (name, sub) in value.as_object()? {
                     node.properties.push((name.clone(), compile_value(sub, draft)?));
                 }
@@ -182,7 +215,7 @@ fn compile_map(map: &Map<String, Value>, root: bool, draft: Draft) -> Option<Sim
                 if values.is_empty() || !values.iter().all(is_plain_scalar) {
                     return None;
                 }
-                node.one_of_values = Some(values.clone());
+                node.one_of_values = Some(value.clone());
             }
             "const" => {
                 if !is_plain_scalar(value) {
@@ -190,10 +223,10 @@ fn compile_map(map: &Map<String, Value>, root: bool, draft: Draft) -> Option<Sim
                 }
                 node.constant = Some(value.clone());
             }
-            "minimum" => node.minimum = Some(exact(value.as_number()?)?),
-            "maximum" => node.maximum = Some(exact(value.as_number()?)?),
-            "exclusiveMinimum" => node.exclusive_minimum = Some(exact(value.as_number()?)?),
-            "exclusiveMaximum" => node.exclusive_maximum = Some(exact(value.as_number()?)?),
+            "minimum" => node.minimum = Some(Bound::new(value)?),
+            "maximum" => node.maximum = Some(Bound::new(value)?),
+            "exclusiveMinimum" => node.exclusive_minimum = Some(Bound::new(value)?),
+            "exclusiveMaximum" => node.exclusive_maximum = Some(Bound::new(value)?),
             "minLength" => node.min_length = Some(value.as_u64()?),
             "maxLength" => node.max_length = Some(value.as_u64()?),
             "minItems" => node.min_items = Some(value.as_u64()?),
@@ -212,15 +245,9 @@ fn compile_map(map: &Map<String, Value>, root: bool, draft: Draft) -> Option<Sim
 
 /// The bits of a `type` value: one name, or a non-empty list of distinct names.
 fn types(value: &Value) -> Option<u8> {
-    let bit = |name: &Value| match name.as_str()? {
-        "null" => Some(NULL),
-        "boolean" => Some(BOOLEAN),
-        "object" => Some(OBJECT),
-        "array" => Some(ARRAY),
-        "number" => Some(NUMBER),
-        "string" => Some(STRING),
-        "integer" => Some(INTEGER),
-        _ => None,
+    let bit = |name: &Value| {
+        let name = name.as_str()?;
+        TYPE_NAMES.iter().find(|(n, _)| *n == name).map(|(_, b)| *b)
     };
     match value {
         Value::Array(names) if !names.is_empty() => {
@@ -254,15 +281,100 @@ fn exact(n: &Number) -> Option<f64> {
     n.as_f64()
 }
 
-impl Simple {
-    /// Whether `instance` is certainly valid. `false` leaves the answer to jsonschema.
-    pub(crate) fn accepts(&self, instance: &Value) -> bool {
-        match self {
-            Simple::Any => true,
-            Simple::Never => false,
-            Simple::Node(node) => node.accepts(instance),
+/// Where a problem is, as a chain of steps from the instance's root (built on the stack; written out only for a
+/// problem).
+#[derive(Clone, Copy)]
+struct At<'a> {
+    parent: Option<&'a At<'a>>,
+    step: Step<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Root,
+    Key(&'a str),
+    Index(usize),
+}
+
+impl<'a> At<'a> {
+    const ROOT: At<'static> = At {
+        parent: None,
+        step: Step::Root,
+    };
+
+    fn key(&'a self, key: &'a str) -> At<'a> {
+        At {
+            parent: Some(self),
+            step: Step::Key(key),
         }
     }
+
+    fn index(&'a self, i: usize) -> At<'a> {
+        At {
+            parent: Some(self),
+            step: Step::Index(i),
+        }
+    }
+
+    /// The JSON pointer, as jsonschema writes an instance path (`/a/0`, `~0` and `~1` escaped; the root is empty).
+    fn pointer(&self) -> String {
+        let mut steps = Vec::new();
+        let mut at = Some(self);
+        while let Some(a) = at {
+            steps.push(a.step);
+            at = a.parent;
+        }
+        let mut out = String::new();
+        for step in steps.iter().rev() {
+            match step {
+                Step::Root => {}
+                Step::Key(k) => {
+                    out.push('/');
+                    out.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                }
+                Step::Index(i) => {
+                    out.push('/');
+                    out.push_str(&i.to_string());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What [`Simple::check`] found: `(instance path, message)` pairs as jsonschema's masked errors, or that the walk
+/// cannot settle the instance.
+pub(crate) type Problems = Option<Vec<(String, String)>>;
+
+impl Simple {
+    /// jsonschema's problems with `instance` (none: valid), or `None` when jsonschema must settle it. A valid instance
+    /// allocates nothing.
+    pub(crate) fn check(&self, instance: &Value) -> Problems {
+        let mut out = Vec::new();
+        self.check_at(instance, &At::ROOT, &mut out).then_some(out)
+    }
+
+    /// Whether `instance` is certainly valid.
+    #[cfg(test)]
+    pub(crate) fn accepts(&self, instance: &Value) -> bool {
+        self.check(instance).is_some_and(|p| p.is_empty())
+    }
+
+    /// Adds the problems at `at` to `out`; `false` when one cannot be settled here.
+    fn check_at(&self, instance: &Value, at: &At<'_>, out: &mut Vec<(String, String)>) -> bool {
+        match self {
+            Simple::Any => true,
+            Simple::Never => {
+                out.push((at.pointer(), "False schema does not allow value".to_string()));
+                true
+            }
+            Simple::Node(node) => node.check_at(instance, at, out),
+        }
+    }
+}
+
+fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 { one } else { many }
 }
 
 impl Node {
@@ -270,7 +382,9 @@ impl Node {
     fn is_trivial(&self) -> bool {
         let Node {
             types,
+            several_types: _,
             properties,
+            has_properties: _,
             required,
             additional,
             items,
@@ -309,87 +423,175 @@ impl Node {
             .all(|b| b.is_none())
     }
 
-    fn accepts(&self, instance: &Value) -> bool {
-        if self.types != 0 && !self.type_matches(instance) {
-            return false;
+    fn check_at(&self, instance: &Value, at: &At<'_>, out: &mut Vec<(String, String)>) -> bool {
+        let mut problem = |message: String| out.push((at.pointer(), message));
+        if self.types != 0 && self.types & type_bits(instance) == 0 {
+            let mut message = String::from(if self.several_types {
+                "value is not of types "
+            } else {
+                "value is not of type "
+            });
+            let names = TYPE_NAMES.iter().filter(|(_, b)| self.types & b != 0);
+            for (i, (name, _)) in names.enumerate() {
+                if i > 0 {
+                    message.push_str(", ");
+                }
+                message.push('"');
+                message.push_str(name);
+                message.push('"');
+            }
+            problem(message);
         }
-        if let Some(values) = &self.one_of_values
+        if let Some(Value::Array(values)) = &self.one_of_values
             && !values.contains(instance)
         {
-            return false;
+            problem(enum_message(values));
         }
         if let Some(value) = &self.constant
             && value != instance
         {
-            return false;
+            problem(format!("{value} was expected"));
         }
         match instance {
-            Value::Number(n) => self.number_accepts(n),
-            Value::String(s) => {
-                if self.min_length.is_none() && self.max_length.is_none() {
+            Value::Number(n) => {
+                let bounds = [
+                    (&self.minimum, "less than the minimum"),
+                    (&self.maximum, "greater than the maximum"),
+                    (&self.exclusive_minimum, "less than or equal to the minimum"),
+                    (&self.exclusive_maximum, "greater than or equal to the maximum"),
+                ];
+                if bounds.iter().all(|(b, _)| b.is_none()) {
                     return true;
                 }
-                let len = s.chars().count() as u64;
-                self.min_length.is_none_or(|min| len >= min) && self.max_length.is_none_or(|max| len <= max)
+                let Some(v) = exact(n) else {
+                    return false;
+                };
+                let broken = [
+                    self.minimum.as_ref().filter(|b| v < b.value),
+                    self.maximum.as_ref().filter(|b| v > b.value),
+                    self.exclusive_minimum.as_ref().filter(|b| v <= b.value),
+                    self.exclusive_maximum.as_ref().filter(|b| v >= b.value),
+                ];
+                for (bound, (_, words)) in broken.iter().zip(bounds) {
+                    if let Some(b) = bound {
+                        problem(format!("value is {words} of {}", b.written));
+                    }
+                }
+            }
+            Value::String(s) => {
+                if self.min_length.is_some() || self.max_length.is_some() {
+                    let len = s.chars().count() as u64;
+                    if let Some(min) = self.min_length.filter(|m| len < *m) {
+                        problem(format!("value is shorter than {min} character{}", plural(min, "", "s")));
+                    }
+                    if let Some(max) = self.max_length.filter(|m| len > *m) {
+                        problem(format!("value is longer than {max} character{}", plural(max, "", "s")));
+                    }
+                }
             }
             Value::Array(items) => {
                 let len = items.len() as u64;
-                self.min_items.is_none_or(|min| len >= min)
-                    && self.max_items.is_none_or(|max| len <= max)
-                    && self.items.as_ref().is_none_or(|s| items.iter().all(|i| s.accepts(i)))
+                if let Some(min) = self.min_items.filter(|m| len < *m) {
+                    problem(format!("value has less than {min} item{}", plural(min, "", "s")));
+                }
+                if let Some(max) = self.max_items.filter(|m| len > *m) {
+                    problem(format!("value has more than {max} item{}", plural(max, "", "s")));
+                }
+                if let Some(schema) = &self.items {
+                    let mut settled = true;
+                    for (i, item) in items.iter().enumerate() {
+                        settled &= schema.check_at(item, &at.index(i), out);
+                    }
+                    return settled;
+                }
             }
-            Value::Object(map) => self.object_accepts(map),
-            Value::Null | Value::Bool(_) => true,
+            Value::Object(map) => return self.check_object(map, at, out),
+            Value::Null | Value::Bool(_) => {}
         }
+        true
     }
 
-    fn type_matches(&self, instance: &Value) -> bool {
-        let bit = match instance {
-            Value::Null => NULL,
-            Value::Bool(_) => BOOLEAN,
-            Value::Object(_) => OBJECT,
-            Value::Array(_) => ARRAY,
-            Value::String(_) => STRING,
-            // An integer written as `1.0` is one from draft 6 on, but whether a float is integral is left to
-            // jsonschema: only numbers parsed as integers count here.
-            Value::Number(n) if n.is_i64() || n.is_u64() => NUMBER | INTEGER,
-            Value::Number(_) => NUMBER,
-        };
-        self.types & bit != 0
-    }
-
-    fn number_accepts(&self, n: &Number) -> bool {
-        let bounded = self.minimum.is_some()
-            || self.maximum.is_some()
-            || self.exclusive_minimum.is_some()
-            || self.exclusive_maximum.is_some();
-        if !bounded {
-            return true;
-        }
-        let Some(v) = exact(n) else {
-            return false;
-        };
-        self.minimum.is_none_or(|min| v >= min)
-            && self.maximum.is_none_or(|max| v <= max)
-            && self.exclusive_minimum.is_none_or(|min| v > min)
-            && self.exclusive_maximum.is_none_or(|max| v < max)
-    }
-
-    fn object_accepts(&self, map: &Map<String, Value>) -> bool {
+    fn check_object(&self, map: &Map<String, Value>, at: &At<'_>, out: &mut Vec<(String, String)>) -> bool {
         let len = map.len() as u64;
-        if !(self.min_properties.is_none_or(|min| len >= min) && self.max_properties.is_none_or(|max| len <= max)) {
-            return false;
+        if let Some(min) = self.min_properties.filter(|m| len < *m) {
+            let message = format!("value has less than {min} propert{}", plural(min, "y", "ies"));
+            out.push((at.pointer(), message));
         }
-        if !self.required.iter().all(|name| map.contains_key(name)) {
-            return false;
+        if let Some(max) = self.max_properties.filter(|m| len > *m) {
+            let message = format!("value has more than {max} propert{}", plural(max, "y", "ies"));
+            out.push((at.pointer(), message));
         }
-        map.iter().all(
-            |(key, value)| match self.properties.binary_search_by(|(name, _)| name.as_str().cmp(key)) {
-                Ok(i) => self.properties[i].1.accepts(value),
-                Err(_) => self.additional.as_ref().is_none_or(|s| s.accepts(value)),
-            },
-        )
+        // In a closed object (`properties` with `additionalProperties: false`) with one required name, jsonschema
+        // (its fused check of both) finds that name only among the declared ones: undeclared, it is reported missing
+        // even when present (and unexpected too; no instance can satisfy that schema).
+        let closed = self.has_properties && matches!(self.additional, Some(Simple::Never)) && self.required.len() == 1;
+        for name in &self.required {
+            let declared = || self.properties.binary_search_by(|(n, _)| n.cmp(name)).is_ok();
+            if !map.contains_key(name) || (closed && !declared()) {
+                out.push((
+                    at.pointer(),
+                    format!("{} is a required property", Value::String(name.clone())),
+                ));
+            }
+        }
+        let mut settled = true;
+        let mut unexpected: Vec<&str> = Vec::new();
+        for (key, value) in map {
+            match self.properties.binary_search_by(|(name, _)| name.as_str().cmp(key)) {
+                Ok(i) => settled &= self.properties[i].1.check_at(value, &at.key(key), out),
+                Err(_) => match &self.additional {
+                    None => {}
+                    Some(Simple::Never) => unexpected.push(key),
+                    Some(schema) => settled &= schema.check_at(value, &at.key(key), out),
+                },
+            }
+        }
+        if !unexpected.is_empty() && !self.has_properties {
+            // jsonschema's check for `additionalProperties: false` alone reports the object once, as a false schema.
+            out.push((at.pointer(), "False schema does not allow value".to_string()));
+        } else if !unexpected.is_empty() {
+            let listed: Vec<String> = unexpected.iter().map(|k| format!("'{k}'")).collect();
+            let verb = if unexpected.len() == 1 { "was" } else { "were" };
+            let message = format!(
+                "Additional properties are not allowed ({} {verb} unexpected)",
+                listed.join(", ")
+            );
+            out.push((at.pointer(), message));
+        }
+        settled
     }
+}
+
+/// The type bits `instance` has. A number with no fractional part is an integer from draft 6 on, as jsonschema
+/// decides (`1.0`, `1e3`).
+fn type_bits(instance: &Value) -> u8 {
+    match instance {
+        Value::Null => NULL,
+        Value::Bool(_) => BOOLEAN,
+        Value::Object(_) => OBJECT,
+        Value::Array(_) => ARRAY,
+        Value::String(_) => STRING,
+        Value::Number(n) if n.is_i64() || n.is_u64() => NUMBER | INTEGER,
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => NUMBER | INTEGER,
+        Value::Number(_) => NUMBER,
+    }
+}
+
+/// jsonschema's `enum` message: up to three options as `a, b or c`, else the first two and how many others.
+fn enum_message(options: &[Value]) -> String {
+    let mut message = String::from("value is not one of ");
+    if options.len() <= 3 {
+        for (i, option) in options.iter().enumerate() {
+            if i > 0 {
+                message.push_str(if i == options.len() - 1 { " or " } else { ", " });
+            }
+            message.push_str(&option.to_string());
+        }
+    } else {
+        message.push_str(&format!("{}, {}", options[0], options[1]));
+        message.push_str(&format!(" or {} other candidates", options.len() - 2));
+    }
+    message
 }
 
 #[cfg(test)]

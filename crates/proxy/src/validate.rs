@@ -7,9 +7,9 @@
 //! schema cannot stall a call. A schema that does not compile (invalid, or with a remote `$ref`) is reported and
 //! skipped, as the incumbent does: the server still validates.
 //!
-//! A schema in the common subset (`simple_schema.rs`) is checked first by that module's walk, and jsonschema is
-//! compiled for it only when the walk does not settle an instance as valid (a mistaken call, whose messages
-//! jsonschema writes): the outcome is always jsonschema's, but most processes never build its meta-schemas.
+//! A schema in the common subset (`simple_schema.rs`) is checked by that module's walk, which reports what
+//! jsonschema would (same messages, same paths); jsonschema is compiled for it only for an instance the walk cannot
+//! settle (a bound against an integer beyond 2^53). So most processes never build jsonschema's meta-schemas.
 
 use std::sync::{Mutex, OnceLock};
 
@@ -106,7 +106,7 @@ impl ArgsValidator {
     }
 
     /// Whether jsonschema has been compiled for this schema (always for one outside the common subset; for one in
-    /// it, once an instance needed it).
+    /// it, once an instance the subset's walk cannot settle came).
     pub fn uses_jsonschema(&self) -> bool {
         self.checker.uses_jsonschema()
     }
@@ -263,12 +263,14 @@ impl Checker {
         }
     }
 
-    /// jsonschema's problems with `instance` (none when the schema is unusable): settled by the subset's walk when
-    /// the instance is valid, by jsonschema otherwise.
+    /// jsonschema's problems with `instance` (none when the schema is unusable): found by the subset's walk, or by
+    /// jsonschema when the walk cannot settle the instance.
     fn problems(&self, instance: &Value) -> Vec<String> {
         let compiled = match self {
-            Checker::Subset { simple, .. } if simple.accepts(instance) => return Vec::new(),
-            Checker::Subset { schema, full, .. } => full.get_or_init(|| compile(schema)),
+            Checker::Subset { simple, schema, full } => match simple.check(instance) {
+                Some(found) => return listed(found),
+                None => full.get_or_init(|| compile(schema)),
+            },
             Checker::Full(compiled) => compiled,
         };
         match compiled {
@@ -352,10 +354,15 @@ fn problems(validator: &jsonschema::Validator, instance: &Value) -> Vec<String> 
     if validator.is_valid(instance) {
         return Vec::new();
     }
-    let mut found: Vec<(String, String)> = validator
+    let found: Vec<(String, String)> = validator
         .iter_errors(instance)
         .map(|e| (e.instance_path().to_string(), e.masked().to_string()))
         .collect();
+    listed(found)
+}
+
+/// `(instance path, message)` pairs as the lines of a message: sorted, without repeats, the path first.
+fn listed(mut found: Vec<(String, String)>) -> Vec<String> {
     found.sort();
     found.dedup();
     found
@@ -480,27 +487,37 @@ mod tests {
     }
 
     #[test]
-    fn jsonschema_is_compiled_only_when_the_subset_does_not_settle_a_call() {
-        let subset = json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
+    fn jsonschema_is_compiled_only_when_the_subset_cannot_settle_a_call() {
+        let subset = json!({
+            "type": "object",
+            "properties": {"text": {"type": "string"}, "n": {"type": "integer", "maximum": 5}},
+            "required": ["text"]
+        });
         let v = ArgsValidator::new("t", &subset);
-        assert!(v.check(json!({"text": "hi"}).as_object().unwrap()).is_ok());
-        assert!(
-            !v.uses_jsonschema(),
-            "a valid call of a subset schema needs no jsonschema"
-        );
+        assert!(v.check(json!({"text": "hi", "n": 2.0}).as_object().unwrap()).is_ok());
         let err = v
             .check(json!({"text": 1}).as_object().unwrap())
             .unwrap_err()
             .to_string();
-        assert!(v.uses_jsonschema());
-        assert!(err.contains("at /text: value is not of type \"string\""), "{err}");
-        // A float where an integer is expected is jsonschema's to settle: `2.0` is an integer from draft 6 on.
-        let ints = ArgsValidator::new(
-            "t",
-            &json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+        assert!(err.contains("- at /text: value is not of type \"string\"\n"), "{err}");
+        assert!(
+            !v.uses_jsonschema(),
+            "the subset's walk settles these calls, messages included"
         );
-        assert!(ints.check(json!({"n": 2.0}).as_object().unwrap()).is_ok());
-        assert!(ints.uses_jsonschema());
+        // An integer past 2^53 against a bound: jsonschema's exact arithmetic settles it.
+        let err = v
+            .check(
+                json!({"text": "a", "n": 9_007_199_254_740_993_u64})
+                    .as_object()
+                    .unwrap(),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("- at /n: value is greater than the maximum of 5\n"),
+            "{err}"
+        );
+        assert!(v.uses_jsonschema());
         let outside = ArgsValidator::new("t", &json!({"type": "object", "properties": {"s": {"pattern": "^a"}}}));
         assert!(outside.uses_jsonschema());
     }
