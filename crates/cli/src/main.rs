@@ -10,6 +10,7 @@ mod progress;
 mod reload;
 mod telemetry;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -58,7 +59,7 @@ pub(crate) struct Cli {
 fn main() -> ExitCode {
     // pimcp-run is its own guardian shim for stdio servers (`pimcp-run __pimcp_shim__ …` never returns).
     pimcp_actors::shim_main_if_requested();
-    let cli = Cli::parse();
+    let cli = Cli::from_env();
     if cli.command.is_none() {
         one_malloc_arena();
     }
@@ -83,6 +84,41 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+impl Cli {
+    /// The process's arguments, parsed. The stdio server's own command lines (nothing, or `--config PATH`: what a
+    /// host writes in its MCP configuration) are read directly; for anything else clap builds its command tree
+    /// (every subcommand's arguments) and parses. Keeping clap off the server's start keeps ~190 KiB of executed code
+    /// out of its resident memory (docs/benchmarks.md, "Session 7"); a test holds both readings to the same result.
+    fn from_env() -> Cli {
+        let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+        Cli::server_args(&args).unwrap_or_else(Cli::parse)
+    }
+
+    /// `[]`, `[--config, PATH]` or `[--config=PATH]` without clap; `None` for anything else (clap's to parse or
+    /// reject), including a path that is empty or starts with `-`.
+    fn server_args(args: &[OsString]) -> Option<Cli> {
+        let config: Option<OsString> = match args {
+            [] => None,
+            [flag, path] if flag == "--config" => Some(path.clone()),
+            [arg] => Some(arg.to_str()?.strip_prefix("--config=")?.into()),
+            _ => return None,
+        };
+        if config
+            .as_ref()
+            .is_some_and(|p| p.is_empty() || p.as_encoded_bytes().starts_with(b"-"))
+        {
+            return None;
+        }
+        Some(Cli {
+            config: config.map(PathBuf::from),
+            project: None,
+            attach: None,
+            attach_token_file: None,
+            command: None,
+        })
+    }
+}
+
 /// Makes every thread allocate from glibc's main malloc arena. With no command pimcp-run is the stdio server (or the
 /// `--attach` relay): one thread runs the runtime, and the few helper threads (tokio's blocking pool, the schema
 /// warm-up, the standby shim's spawner) each got an arena of their own, which stays resident after their short work
@@ -99,3 +135,45 @@ fn one_malloc_arena() {
 /// Other C libraries: nothing to tune.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn one_malloc_arena() {}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_servers_command_lines_read_as_clap_reads_them() {
+        let server_lines: [&[&str]; 5] = [
+            &[],
+            &["--config", "/tmp/mcp.json"],
+            &["--config=/tmp/mcp.json"],
+            &["--config", "配置 dir/mcp.json"],
+            &["--config=relative.json"],
+        ];
+        for args in server_lines {
+            let direct = Cli::server_args(&os(args)).unwrap_or_else(|| panic!("{args:?} not read directly"));
+            let by_clap = Cli::try_parse_from(std::iter::once("pimcp-run").chain(args.iter().copied())).unwrap();
+            assert_eq!(format!("{direct:?}"), format!("{by_clap:?}"), "{args:?}");
+        }
+        let for_clap: [&[&str]; 10] = [
+            &["--config"],
+            &["--config="],
+            &["--config", "-x"],
+            &["--config", "a", "--config", "b"],
+            &["--config", "a", "status"],
+            &["status"],
+            &["--help"],
+            &["--version"],
+            &["--project"],
+            &["--attach", "http://127.0.0.1:1/mcp"],
+        ];
+        for args in for_clap {
+            assert!(Cli::server_args(&os(args)).is_none(), "{args:?}");
+        }
+    }
+}
