@@ -312,8 +312,7 @@ impl Proxy {
                     let Some(inner) = weak.upgrade() else { return };
                     let proxy = Proxy { inner };
                     let built = tokio::task::spawn_blocking(move || {
-                        let indexed = proxy.indexed();
-                        warm_validators(&indexed.catalog);
+                        let _ = proxy.indexed();
                     });
                     if built.await.is_err() {
                         return;
@@ -1180,21 +1179,6 @@ fn tool_doc(t: &CatalogTool, keywords: &[String], config: &Config) -> ToolDoc {
         input_schema: t.input_schema.clone(),
         needs_approval: approval_required(config, t),
     }
-}
-
-/// Starts building the meta-schema validators that `catalog`'s tool schemas will need ([`crate::validate::warm_up_for`]).
-/// Only schemas already parsed are looked at: one still in the metadata cache file stays there, and is compiled when
-/// its tool is first called (while a lazy server spawns).
-fn warm_validators(catalog: &Catalog) {
-    let schemas = catalog.servers().flat_map(|sc| {
-        sc.tools.iter().flat_map(|t| {
-            std::iter::once(&t.input_schema)
-                .chain(t.output_schema.as_ref())
-                .filter(|s| s.is_parsed())
-                .filter_map(|s| s.get().ok().map(|o| &**o))
-        })
-    });
-    crate::validate::warm_up_for(schemas);
 }
 
 /// The first line of `text`, at most `max` characters.

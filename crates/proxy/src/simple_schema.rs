@@ -122,8 +122,8 @@ pub(crate) fn compile(schema: &Value) -> Option<Simple> {
     }
 }
 
-/// [`compile`] for a schema held as an object (a catalog's tool schemas).
-pub(crate) fn compile_object(schema: &Map<String, Value>) -> Option<Simple> {
+/// [`compile`] for a schema held as an object.
+fn compile_object(schema: &Map<String, Value>) -> Option<Simple> {
     let draft = match schema.get("$schema") {
         None => Draft::default(),
         Some(uri) => {

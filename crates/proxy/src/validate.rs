@@ -10,8 +10,14 @@
 //! A schema in the common subset (`simple_schema.rs`) is checked by that module's walk, which reports what
 //! jsonschema would (same messages, same paths); jsonschema is compiled for it only for an instance the walk cannot
 //! settle (a bound against an integer beyond 2^53). So most processes never build jsonschema's meta-schemas.
+//!
+//! jsonschema validates every schema it compiles against its draft's meta-schema, whose validator it builds once per
+//! process on first use (~4.7 M instructions and ~0.3 MB kept for 2020-12; it has no public switch to skip that).
+//! That happens on the first call of a tool whose schema lies outside the subset, while a lazy server spawns (the
+//! proxy warms the server before compiling). Nothing builds it ahead: a warm-up thread (sessions 4–6) built it for
+//! every process, and with the subset most never need it.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
@@ -280,64 +286,6 @@ impl Checker {
     }
 }
 
-/// Drafts (`$schema` values, `None` for none) whose meta-schema validator [`warm_up_for`] has built or is building.
-static WARMED: Mutex<Vec<Option<String>>> = Mutex::new(Vec::new());
-
-/// Builds `jsonschema`'s meta-schema validators ahead of the calls that need them, on a background thread: one per
-/// draft declared (by `$schema`; 2020-12 when absent, as MCP specifies) by the schemas in `schemas` that lie outside
-/// the common subset, each draft once per process. Compiling such a schema first validates it against its draft's
-/// meta-schema, and that validator is built once per process on first use (about 4.7 M instructions for 2020-12):
-/// without this it is built on a call's critical path. A call that comes first waits for the same one-time build
-/// (never a second one). Schemas of the subset need no meta-schema (until a mistaken call, whose error path may
-/// build it), so a catalog made only of them builds none: ~0.5 MB of heap and that CPU saved. `PIMCP_SCHEMA_WARMUP=0`
-/// turns it off (a diagnostic for start-up measurements).
-pub(crate) fn warm_up_for<'a>(schemas: impl IntoIterator<Item = &'a Map<String, Value>>) {
-    if std::env::var_os("PIMCP_SCHEMA_WARMUP").is_some_and(|v| v == "0") {
-        return;
-    }
-    let drafts = drafts_to_warm(
-        schemas,
-        &mut WARMED.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
-    if drafts.is_empty() {
-        return;
-    }
-    let spawned = std::thread::Builder::new()
-        .name("pimcp-schema-warm".into())
-        .spawn(move || {
-            for draft in drafts {
-                let mut schema = Map::new();
-                if let Some(uri) = draft {
-                    schema.insert("$schema".into(), Value::String(uri));
-                }
-                schema.insert("type".into(), Value::String("object".into()));
-                if let Err(e) = compile(&Value::Object(schema)) {
-                    tracing::debug!(error = %e, "warming the schema validator failed");
-                }
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::debug!(error = %e, "could not start the schema warm-up thread");
-    }
-}
-
-/// The drafts of `schemas` outside the common subset that are not in `warmed` yet; they are added to it.
-fn drafts_to_warm<'a>(
-    schemas: impl IntoIterator<Item = &'a Map<String, Value>>,
-    warmed: &mut Vec<Option<String>>,
-) -> Vec<Option<String>> {
-    let mut drafts = Vec::new();
-    for schema in schemas {
-        let draft = schema.get("$schema").and_then(Value::as_str).map(str::to_string);
-        if warmed.contains(&draft) || simple_schema::compile_object(schema).is_some() {
-            continue;
-        }
-        warmed.push(draft.clone());
-        drafts.push(draft);
-    }
-    drafts
-}
-
 fn compile(schema: &Value) -> std::result::Result<jsonschema::Validator, String> {
     if !schema.is_object() && !schema.is_boolean() {
         return Err(format!("schema is {}, not an object", json_kind(schema)));
@@ -520,27 +468,6 @@ mod tests {
         assert!(v.uses_jsonschema());
         let outside = ArgsValidator::new("t", &json!({"type": "object", "properties": {"s": {"pattern": "^a"}}}));
         assert!(outside.uses_jsonschema());
-    }
-
-    #[test]
-    fn warm_up_covers_the_drafts_of_schemas_outside_the_subset_once() {
-        let schemas: Vec<Map<String, Value>> = [
-            json!({"type": "object", "properties": {"a": {"type": "string"}}}),
-            json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "additionalProperties": false}),
-            json!({"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}),
-            json!({"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"u": {"format": "uri"}}}),
-            json!({"$schema": "http://json-schema.org/draft-07/schema#", "properties": {"u": {"format": "uri"}}}),
-        ]
-        .into_iter()
-        .map(|s| s.as_object().unwrap().clone())
-        .collect();
-        let mut warmed = Vec::new();
-        assert_eq!(drafts_to_warm(&schemas[..2], &mut warmed), Vec::<Option<String>>::new());
-        assert_eq!(
-            drafts_to_warm(&schemas, &mut warmed),
-            vec![None, Some("http://json-schema.org/draft-07/schema#".to_string())]
-        );
-        assert_eq!(drafts_to_warm(&schemas, &mut warmed), Vec::<Option<String>>::new());
     }
 
     #[test]
