@@ -5,6 +5,7 @@
 #![allow(clippy::print_stdout, reason = "a command's output is printed to stdout")]
 
 mod commands;
+mod libm_shim;
 mod output;
 mod progress;
 mod reload;

@@ -230,3 +230,16 @@ fn global_flags() {
         .collect();
     assert_eq!(names, ["custom", "there"]);
 }
+
+/// pimcp-run defines the two libm functions its dependencies call (`src/libm_shim.rs`), so glibc's libm.so.6 is not
+/// loaded (~0.3 MiB resident). A dependency that starts calling another libm function brings it back: this fails,
+/// and `nm -D --undefined-only <pimcp-run>` names the function.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn pimcp_run_does_not_load_libm() {
+    let binary = std::fs::read(env!("CARGO_BIN_EXE_pimcp-run")).unwrap();
+    assert!(
+        !binary.windows(b"libm.so".len()).any(|w| w == b"libm.so"),
+        "pimcp-run names libm.so: a dependency calls a libm function other than pow and log2"
+    );
+}
