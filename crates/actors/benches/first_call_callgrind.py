@@ -69,7 +69,8 @@ def main():
                     continue
                 per.append((f.rsplit("-", 1)[-1], int(totals[0].split()[0].replace(",", ""))))
                 for fn in FUNCS:
-                    hits = [l for l in ann if fn in l]
+                    # A thread that never ran the function lists it with "." (no count): skip such lines.
+                    hits = [l for l in ann if fn in l and l.split()[0].replace(",", "").isdigit()]
                     if hits:
                         funcs[fn] += int(hits[0].split()[0].replace(",", ""))
             print(f"{mode}: total {sum(n for _, n in per):,}; per thread "

@@ -378,49 +378,32 @@ fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
 }
 
 impl Node {
-    /// Whether the node asserts nothing (an empty `properties` asserts nothing either).
+    /// Whether the node asserts nothing (an empty `properties` asserts nothing either). A keyword added to [`Node`]
+    /// must be added here too (else a schema of only that keyword checks nothing; the differential test catches it).
     fn is_trivial(&self) -> bool {
-        let Node {
-            types,
-            several_types: _,
-            properties,
-            has_properties: _,
-            required,
-            additional,
-            items,
-            one_of_values,
-            constant,
-            minimum,
-            maximum,
-            exclusive_minimum,
-            exclusive_maximum,
-            min_length,
-            max_length,
-            min_items,
-            max_items,
-            min_properties,
-            max_properties,
-        } = self;
-        *types == 0
-            && properties.is_empty()
-            && required.is_empty()
-            && additional.is_none()
-            && items.is_none()
-            && one_of_values.is_none()
-            && constant.is_none()
-            && [minimum, maximum, exclusive_minimum, exclusive_maximum]
-                .iter()
-                .all(|b| b.is_none())
-            && [
-                min_length,
-                max_length,
-                min_items,
-                max_items,
-                min_properties,
-                max_properties,
-            ]
-            .iter()
-            .all(|b| b.is_none())
+        let bounds = [
+            &self.minimum,
+            &self.maximum,
+            &self.exclusive_minimum,
+            &self.exclusive_maximum,
+        ];
+        let counts = [
+            self.min_length,
+            self.max_length,
+            self.min_items,
+            self.max_items,
+            self.min_properties,
+            self.max_properties,
+        ];
+        self.types == 0
+            && self.properties.is_empty()
+            && self.required.is_empty()
+            && self.additional.is_none()
+            && self.items.is_none()
+            && self.one_of_values.is_none()
+            && self.constant.is_none()
+            && bounds.iter().all(|b| b.is_none())
+            && counts.iter().all(Option::is_none)
     }
 
     fn check_at(&self, instance: &Value, at: &At<'_>, out: &mut Vec<(String, String)>) -> bool {
