@@ -4,7 +4,12 @@
   order.py make BIN OUT CALLGRIND...   writes OUT: the mangled names of every function of BIN that ran in the
         profiles (callgrind --demangle=no), one a line. Functions of the profiles tagged `serve` come first (most
         instructions first), then those only the `cut` profile (a session the host left mid-call) ran, then those
-        that only the other profiles (CLI subcommands) ran. Prints the counts.
+        that only the other profiles (CLI subcommands) ran. Prints the counts; writes the served count to OUT.served.
+  order.py native BIN ORDERFILE PERFDATA...   adds to ORDERFILE, right after its served block (ORDERFILE.served
+        names), the functions of BIN whose first instruction fetch page-faulted in a PERFDATA (`session.py faults`
+        on BIN laid out by ORDERFILE; several runs catch more of the timing-dependent paths) outside that block: code the native session runs that the callgrind training
+        missed (SHA-NI, pidfd reaping, timer paths). Each such fault maps a 64 KiB window of code around it, of
+        which the session uses little. Prints how many were added (0: nothing left to add).
   order.py check BIN ORDERFILE [--min N]   reads BIN's symbol table and reports how many listed names it defines
         as functions and how large the address span they occupy is, against the sum of their sizes. Exits non-zero
         when fewer than N names were found, or when the span is more than 1.5x their total size (the functions
@@ -80,9 +85,44 @@ def cmd_make(a):
         for n in first + ending + rest:
             f.write(n + "\n")
     size = sum(syms[n] for n in first + ending + rest)
+    with open(a.out + ".served", "w") as f:
+        f.write(f"{len(first)}\n")
     print(f"{a.out}: {len(first)} functions ran in the served session, {len(ending)} more only when it was cut "
           f"mid-call, {len(rest)} more only in the CLI runs; {size / 1e6:.2f} MB of code; {unknown} profiled names "
           "not in the symbol table (skipped)")
+
+
+def cmd_native(a):
+    served = int(open(a.order + ".served").read())
+    order = [l.strip() for l in open(a.order) if l.strip()]
+    in_block = set(order[:served])
+    syms = function_symbols(a.bin)
+    real, base = os.path.realpath(a.bin), os.path.basename(a.bin)
+
+    def script(data, fields, *extra):
+        return subprocess.run(["perf", "script", "-i", data, "-F", fields, *extra], capture_output=True,
+                              text=True, check=True).stdout.splitlines()
+
+    # Two listings of the same events in the same order: the fault's address and ip, and the ip's symbol and object.
+    events = [e for data in a.perfdata
+              for e in zip(script(data, "addr,ip"), script(data, "ip,sym,dso", "--no-demangle"))]
+    added = []
+    for pair, where in events:
+        parts, w = pair.split(), where.split()
+        if len(parts) != 2 or parts[0] != parts[1] or len(w) < 3:
+            continue  # a data access, not an instruction fetch
+        dso = w[-1].strip("()")
+        name = w[1]
+        if (os.path.realpath(dso) == real or os.path.basename(dso) == base) and name in syms \
+                and name not in in_block and name not in added:
+            added.append(name)
+    rest = [n for n in order[served:] if n not in added]
+    with open(a.order, "w") as f:
+        for n in order[:served] + added + rest:
+            f.write(n + "\n")
+    with open(a.order + ".served", "w") as f:
+        f.write(f"{served + len(added)}\n")
+    print(len(added))
 
 
 def function_symbols(binary):
@@ -136,8 +176,12 @@ def main():
     c.add_argument("order")
     c.add_argument("--min", type=int, default=1)
     c.add_argument("--same-as", help="a binary that must define exactly the same function names (the plain link)")
+    n = sub.add_parser("native")
+    n.add_argument("bin")
+    n.add_argument("order")
+    n.add_argument("perfdata", nargs="+")
     a = ap.parse_args()
-    cmd_make(a) if a.cmd == "make" else cmd_check(a)
+    {"make": cmd_make, "check": cmd_check, "native": cmd_native}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@ Subcommands:
                  start (posix_fadvise DONTNEED, the file only), so each start pages its code in from disk.
   sections BIN   run the session once and print the resident KiB of each ELF section of BIN (from
                  /proc/PID/pagemap; needs permission to read it, e.g. root).
+  faults BIN OUT run the session once natively under `perf record -e page-faults -c 1 -d` (every page fault with
+                 its address) and write perf's data to OUT: `order.py native` reads the instruction fetches that
+                 faulted, i.e. code the native run executes that the training under callgrind did not (native CPU
+                 features, syscalls valgrind lacks, timing). Needs perf and permission to record page faults.
 
 Env: FIXTURE (default <repo>/target/release/mcp-fixture).
 """
@@ -260,6 +264,22 @@ def cmd_rss(a):
             json.dump(rows, f, indent=1)
 
 
+def cmd_faults(a):
+    if not shutil.which("perf"):
+        sys.exit("perf is not installed")
+    home = tempfile.mkdtemp(prefix="pimcp-layout-faults-")
+    try:
+        env, cfg = setup(home)
+        s = Session(["perf", "record", "-q", "-e", "page-faults", "-c", "1", "-d", "-o", a.out, "--", a.bin,
+                     "--config", cfg], env)
+        run_session(s, a.calls)
+        rc = s.close()
+        if rc != 0:
+            raise RuntimeError(f"perf record / pimcp-run exited {rc}")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def cmd_train(a):
     if not shutil.which("valgrind"):
         sys.exit("valgrind is not installed")
@@ -324,6 +344,10 @@ def main():
     x = sub.add_parser("sections")
     x.add_argument("bin")
     x.add_argument("--calls", type=int, default=200)
+    f = sub.add_parser("faults")
+    f.add_argument("bin")
+    f.add_argument("out")
+    f.add_argument("--calls", type=int, default=200)
     a = ap.parse_args()
     if not os.access(FIXTURE, os.X_OK):
         sys.exit(f"missing {FIXTURE}: cargo build --release -p mcp-fixture --bins (or set FIXTURE)")
@@ -331,6 +355,8 @@ def main():
         cmd_train(a)
     elif a.cmd == "sections":
         cmd_sections(a)
+    elif a.cmd == "faults":
+        cmd_faults(a)
     else:
         cmd_rss(a)
 
