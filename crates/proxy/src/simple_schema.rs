@@ -195,10 +195,11 @@ fn compile_map(map: &Map<String, Value>, root: bool, draft: Draft) -> Option<Sim
                 }
             }
             "required" => {
-                let names = value.as_array()?;
-                for (i, name) in names.iter().enumerate() {
+                // Distinct strings, as every draft's meta-schema demands (a hash set: a server may list thousands).
+                let mut seen = std::collections::HashSet::new();
+                for name in value.as_array()? {
                     let name = name.as_str()?;
-                    if names[..i].iter().any(|n| n.as_str() == Some(name)) {
+                    if !seen.insert(name) {
                         return None;
                     }
                     node.required.push(name.to_string());
