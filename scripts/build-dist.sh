@@ -151,9 +151,13 @@ mkdir -p "$WORK/native"
 cp "$OUT/pimcp-shim" "$WORK/native/pimcp-shim"
 for pass in $(seq 1 "$NATIVE_PASSES"); do
   cp "$WORK/pimcp-run.ordered" "$WORK/native/pimcp-run"
-  for run in 1 2; do  # two runs: the timing-dependent paths differ from run to run
-    FIXTURE=$FIXTURE python3 bench/layout/session.py faults "$WORK/native/pimcp-run" "$WORK/native/faults.$run" ||
-      die "native pass $pass: the session under perf failed"
+  # Two runs (the timing-dependent paths differ from run to run), one per kind of host: initialize, and the
+  # 2026-07-28 stateless protocol.
+  for run in 1 2; do
+    version=2025-06-18
+    [ "$run" = 2 ] && version=2026-07-28
+    FIXTURE=$FIXTURE python3 bench/layout/session.py faults "$WORK/native/pimcp-run" "$WORK/native/faults.$run" \
+      --version "$version" || die "native pass $pass: the session under perf failed"
   done
   ADDED=$(python3 bench/layout/order.py native "$WORK/native/pimcp-run" "$WORK/order.txt" \
     "$WORK/native"/faults.?) || die "native pass $pass: order.py native failed"

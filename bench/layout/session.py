@@ -18,7 +18,7 @@ Subcommands:
                  start (posix_fadvise DONTNEED, the file only), so each start pages its code in from disk.
   sections BIN   run the session once and print the resident KiB of each ELF section of BIN (from
                  /proc/PID/pagemap; needs permission to read it, e.g. root).
-  faults BIN OUT run the session once natively under `perf record -e page-faults -c 1 -d` (every page fault with
+  faults BIN OUT run the session once (--version V: that protocol, 2026-07-28 the stateless one) natively under `perf record -e page-faults -c 1 -d` (every page fault with
                  its address) and write perf's data to OUT: `order.py native` reads the instruction fetches that
                  faulted, i.e. code the native run executes that the training under callgrind did not (native CPU
                  features, syscalls valgrind lacks, timing). Needs perf and permission to record page faults.
@@ -48,11 +48,16 @@ class Session:
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                   env=env)
         self.next_id = 0
+        # Sent in every request's `_meta` (the 2026-07-28 stateless protocol carries version and client there).
+        self.request_meta = {}
 
     def rpc(self, method, params=None):
         self.next_id += 1
         i = self.next_id
         msg = {"jsonrpc": "2.0", "id": i, "method": method}
+        if self.request_meta:
+            params = dict(params or {})
+            params["_meta"] = dict(self.request_meta, **params.get("_meta", {}))
         if params is not None:
             msg["params"] = params
         self.p.stdin.write((json.dumps(msg) + "\n").encode())
@@ -107,14 +112,26 @@ class Session:
 ECHO = {"tool": "fixture_echo", "args": {"text": "hi"}}
 
 
+STATELESS = "2026-07-28"
+
+
 def run_session(s, calls, version="2025-06-18"):
-    s.rpc("initialize", {"protocolVersion": version, "capabilities": {},
-                         "clientInfo": {"name": "layout-session", "version": "1"}})
-    s.notify("notifications/initialized")
+    if version == STATELESS:
+        # No initialize: `server/discover`, then each request carries the version and client in its `_meta` (what
+        # the Python SDK's `Client` does first).
+        s.request_meta = {"io.modelcontextprotocol/protocolVersion": STATELESS,
+                          "io.modelcontextprotocol/clientInfo": {"name": "layout-session", "version": "1"},
+                          "io.modelcontextprotocol/clientCapabilities": {}}
+        s.rpc("server/discover", {})
+    else:
+        s.rpc("initialize", {"protocolVersion": version, "capabilities": {},
+                             "clientInfo": {"name": "layout-session", "version": "1"}})
+        s.notify("notifications/initialized")
     tools = s.rpc("tools/list", {})
     if not any(t["name"] == "mcp" for t in tools["tools"]):
         raise RuntimeError("pimcp-run lists no `mcp` tool")
-    s.rpc("ping")
+    if version != STATELESS:  # the stateless protocol has no ping (pimcp-run answers it "method not found")
+        s.rpc("ping")
     s.mcp({})  # status
     s.mcp(ECHO)  # first call: lazy start of the server
     s.mcp({"server": "fixture"})
@@ -272,7 +289,7 @@ def cmd_faults(a):
         env, cfg = setup(home)
         s = Session(["perf", "record", "-q", "-e", "page-faults", "-c", "1", "-d", "-o", a.out, "--", a.bin,
                      "--config", cfg], env)
-        run_session(s, a.calls)
+        run_session(s, a.calls, a.version)
         rc = s.close()
         if rc != 0:
             raise RuntimeError(f"perf record / pimcp-run exited {rc}")
@@ -293,8 +310,10 @@ def cmd_train(a):
                     "--trace-children-skip=*mcp-fixture*,*pimcp-shim*",
                     f"--callgrind-out-file={os.path.join(a.outdir, 'callgrind.' + tag + '.%p')}", a.bin]
 
-        # Both sides of the 2025-11-25 protocol boundary (hosts negotiate either).
-        for version in ("2025-06-18", "2025-11-25"):
+        # Both sides of the 2025-11-25 protocol boundary (hosts negotiate either), and the 2026-07-28 stateless
+        # protocol (server/discover and per-request `_meta`, what the Python SDK's `Client` speaks first): without it
+        # such a host's session ran ~13 64-KiB windows of code outside the laid-out block (+1.7 MiB, session 7).
+        for version in ("2025-06-18", "2025-11-25", STATELESS):
             s = Session(vg("serve") + ["--config", cfg], env)
             run_session(s, a.calls, version)
             rc = s.close()
@@ -348,6 +367,7 @@ def main():
     f.add_argument("bin")
     f.add_argument("out")
     f.add_argument("--calls", type=int, default=200)
+    f.add_argument("--version", default="2025-06-18", help=f"protocol version; {STATELESS} for the stateless protocol")
     a = ap.parse_args()
     if not os.access(FIXTURE, os.X_OK):
         sys.exit(f"missing {FIXTURE}: cargo build --release -p mcp-fixture --bins (or set FIXTURE)")
