@@ -18,7 +18,8 @@ Subcommands:
                  start (posix_fadvise DONTNEED, the file only), so each start pages its code in from disk.
   sections BIN   run the session once and print the resident KiB of each ELF section of BIN (from
                  /proc/PID/pagemap; needs permission to read it, e.g. root).
-  faults BIN OUT run the session once (--version V: that protocol, 2026-07-28 the stateless one) natively under `perf record -e page-faults -c 1 -d` (every page fault with
+  faults BIN OUT run the session once (--version V: that protocol; with 2026-07-28, the stateless one, against an
+                 upstream that refuses it and announces list changes, as server-everything does) natively under `perf record -e page-faults -c 1 -d` (every page fault with
                  its address) and write perf's data to OUT: `order.py native` reads the instruction fetches that
                  faulted, i.e. code the native run executes that the training under callgrind did not (native CPU
                  features, syscalls valgrind lacks, timing). Needs perf and permission to record page faults.
@@ -41,6 +42,18 @@ def setup(home):
     with open(cfg, "w") as f:
         json.dump({"mcpServers": {"fixture": {"command": FIXTURE}}}, f)
     return env, cfg
+
+
+def upstream_like_everything(home):
+    """A second config in `home` whose mcp-fixture behaves as server-everything does towards pimcp-run: it refuses
+    the 2026-07-28 protocol (pimcp-run's client falls back to `initialize`) and announces tool-list changes (pimcp-run
+    refreshes its catalog). Used with the stateless host session, so one run covers both (session 7: without them a
+    session against server-everything ran ~1.3 MiB of code outside the laid-out block)."""
+    cfg = os.path.join(home, "config-legacy.json")
+    with open(cfg, "w") as f:
+        json.dump({"mcpServers": {"fixture": {"command": FIXTURE,
+                                              "args": ["--legacy-only", "--list-changed-every", "250"]}}}, f)
+    return cfg
 
 
 class Session:
@@ -287,6 +300,8 @@ def cmd_faults(a):
     home = tempfile.mkdtemp(prefix="pimcp-layout-faults-")
     try:
         env, cfg = setup(home)
+        if a.version == STATELESS:
+            cfg = upstream_like_everything(home)
         s = Session(["perf", "record", "-q", "-e", "page-faults", "-c", "1", "-d", "-o", a.out, "--", a.bin,
                      "--config", cfg], env)
         run_session(s, a.calls, a.version)
@@ -313,8 +328,10 @@ def cmd_train(a):
         # Both sides of the 2025-11-25 protocol boundary (hosts negotiate either), and the 2026-07-28 stateless
         # protocol (server/discover and per-request `_meta`, what the Python SDK's `Client` speaks first): without it
         # such a host's session ran ~13 64-KiB windows of code outside the laid-out block (+1.7 MiB, session 7).
+        # The stateless session's upstream behaves as server-everything does (`upstream_like_everything`).
         for version in ("2025-06-18", "2025-11-25", STATELESS):
-            s = Session(vg("serve") + ["--config", cfg], env)
+            config = upstream_like_everything(home) if version == STATELESS else cfg
+            s = Session(vg("serve") + ["--config", config], env)
             run_session(s, a.calls, version)
             rc = s.close()
             if rc != 0:
