@@ -123,9 +123,9 @@ impl Cli {
 /// Makes every thread allocate from glibc's main malloc arena. With no command pimcp-run is the stdio server (or the
 /// `--attach` relay): one thread runs the runtime, and the few helper threads (tokio's blocking pool, the standby
 /// shim's spawner; until session 7 also a schema warm-up) each got an arena of their own, which stays resident after
-/// their short work (RssAnon 2,968 -> 2,904 KiB median in the 200-call session). `serve --http` keeps the default: its worker threads
-/// allocate concurrently. Called before any second thread exists: a thread's arena is picked on its first
-/// allocation.
+/// their short work (RssAnon 2,968 -> 2,904 KiB median in the 200-call session). `serve --http` keeps the default:
+/// its worker threads allocate concurrently. Called before any second thread exists: a thread's arena is picked on
+/// its first allocation.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn one_malloc_arena() {
     // SAFETY: mallopt only sets a malloc tunable from two integers; no memory is passed or touched.

@@ -804,7 +804,10 @@ impl Proxy {
 
     /// Compiles (outside the cache's lock) and caches `tool`'s validator for `input_schema`.
     fn compile_validator(&self, tool: &CatalogTool, input_schema: &Arc<rmcp::model::JsonObject>) -> Arc<ArgsValidator> {
-        let v = Arc::new(ArgsValidator::new(&tool.name, &Value::Object((**input_schema).clone())));
+        let v = Arc::new(ArgsValidator::from_owned(
+            &tool.name,
+            Value::Object((**input_schema).clone()),
+        ));
         let mut cache = self
             .inner
             .validators
@@ -830,7 +833,7 @@ impl Proxy {
         if let Some(v) = cached {
             return v;
         }
-        let v = Arc::new(OutputValidator::new(&Value::Object((**schema).clone())));
+        let v = Arc::new(OutputValidator::new(Value::Object((**schema).clone())));
         let mut cache = self
             .inner
             .output_validators

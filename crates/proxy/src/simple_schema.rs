@@ -4,7 +4,7 @@
 //! Most MCP tool schemas are flat objects of typed properties (zod, schemars and pydantic all emit them). For a schema
 //! made only of the keywords below, [`compile`] builds a [`Simple`] checker whose [`Simple::check`] walks the
 //! instance and returns exactly what `jsonschema` would report (the same masked messages at the same instance
-//! paths), with no meta-schema to build: jsonschema builds and keeps one per draft (~4.7 M instructions and ~0.5 MB
+//! paths), with no meta-schema to build: jsonschema builds and keeps one per draft (~4.7 M instructions and ~0.35 MB
 //! of heap for 2020-12) before it compiles any schema. When the walk cannot settle an instance the way jsonschema
 //! would (a bound compared with an integer beyond 2^53) it says so, and the caller asks jsonschema. A differential
 //! test holds the two to the same answers and messages on generated schemas and instances.
@@ -26,6 +26,8 @@
 
 use serde_json::{Map, Number, Value};
 
+use crate::text::plural;
+
 /// `$schema` values whose draft gives the subset the semantics above (absent means 2020-12, as MCP specifies).
 const DRAFTS: &[&str] = &[
     "https://json-schema.org/draft/2020-12/schema",
@@ -41,16 +43,6 @@ const DRAFTS: &[&str] = &[
 /// Integers beyond 2^53 are not all `f64`s: such a number is left to jsonschema's exact arithmetic.
 const EXACT_F64_INT: u64 = 1 << 53;
 
-/// Type bits, in the order jsonschema lists types in a message (`value is not of types "null", "string"`).
-const TYPE_NAMES: [(&str, u8); 7] = [
-    ("null", 1),
-    ("boolean", 1 << 1),
-    ("integer", 1 << 2),
-    ("number", 1 << 3),
-    ("string", 1 << 4),
-    ("array", 1 << 5),
-    ("object", 1 << 6),
-];
 const NULL: u8 = 1;
 const BOOLEAN: u8 = 1 << 1;
 const INTEGER: u8 = 1 << 2;
@@ -58,6 +50,16 @@ const NUMBER: u8 = 1 << 3;
 const STRING: u8 = 1 << 4;
 const ARRAY: u8 = 1 << 5;
 const OBJECT: u8 = 1 << 6;
+/// Type names and bits, in the order jsonschema lists types in a message (`value is not of types "null", "string"`).
+const TYPE_NAMES: [(&str, u8); 7] = [
+    ("null", NULL),
+    ("boolean", BOOLEAN),
+    ("integer", INTEGER),
+    ("number", NUMBER),
+    ("string", STRING),
+    ("array", ARRAY),
+    ("object", OBJECT),
+];
 
 /// A compiled schema of the subset.
 #[derive(Debug)]
@@ -74,8 +76,6 @@ pub(crate) enum Simple {
 pub(crate) struct Node {
     /// Allowed types as bits; 0 when `type` is absent.
     types: u8,
-    /// `type` listed more than one name (jsonschema's message then says "types").
-    several_types: bool,
     /// Sorted by name.
     properties: Vec<(String, Simple)>,
     /// `properties` was written (even empty: jsonschema words `additionalProperties: false` differently without it).
@@ -83,19 +83,19 @@ pub(crate) struct Node {
     required: Vec<String>,
     additional: Option<Simple>,
     items: Option<Simple>,
-    /// `enum`, as written (the message lists it).
-    one_of_values: Option<Value>,
+    /// `enum`, in the schema's order (the message lists it).
+    one_of_values: Option<Vec<Value>>,
     constant: Option<Value>,
     minimum: Option<Bound>,
     maximum: Option<Bound>,
     exclusive_minimum: Option<Bound>,
     exclusive_maximum: Option<Bound>,
-    min_length: Option<u64>,
-    max_length: Option<u64>,
-    min_items: Option<u64>,
-    max_items: Option<u64>,
-    min_properties: Option<u64>,
-    max_properties: Option<u64>,
+    min_length: Option<usize>,
+    max_length: Option<usize>,
+    min_items: Option<usize>,
+    max_items: Option<usize>,
+    min_properties: Option<usize>,
+    max_properties: Option<usize>,
 }
 
 /// A numeric bound: its exact value, and its text as the schema wrote it (for the message).
@@ -186,7 +186,6 @@ fn compile_map(map: &Map<String, Value>, root: bool, draft: Draft) -> Option<Sim
             "default" => {}
             "type" => {
                 node.types = types(value)?;
-                node.several_types = value.as_array().is_some_and(|names| names.len() > 1);
             }
             "properties" => {
                 node.has_properties = true;
@@ -216,7 +215,7 @@ fn compile_map(map: &Map<String, Value>, root: bool, draft: Draft) -> Option<Sim
                 if values.is_empty() || !values.iter().all(is_plain_scalar) {
                     return None;
                 }
-                node.one_of_values = Some(value.clone());
+                node.one_of_values = Some(values.clone());
             }
             "const" => {
                 if !is_plain_scalar(value) {
@@ -228,12 +227,12 @@ fn compile_map(map: &Map<String, Value>, root: bool, draft: Draft) -> Option<Sim
             "maximum" => node.maximum = Some(Bound::new(value)?),
             "exclusiveMinimum" => node.exclusive_minimum = Some(Bound::new(value)?),
             "exclusiveMaximum" => node.exclusive_maximum = Some(Bound::new(value)?),
-            "minLength" => node.min_length = Some(value.as_u64()?),
-            "maxLength" => node.max_length = Some(value.as_u64()?),
-            "minItems" => node.min_items = Some(value.as_u64()?),
-            "maxItems" => node.max_items = Some(value.as_u64()?),
-            "minProperties" => node.min_properties = Some(value.as_u64()?),
-            "maxProperties" => node.max_properties = Some(value.as_u64()?),
+            "minLength" => node.min_length = Some(count(value)?),
+            "maxLength" => node.max_length = Some(count(value)?),
+            "minItems" => node.min_items = Some(count(value)?),
+            "maxItems" => node.max_items = Some(count(value)?),
+            "minProperties" => node.min_properties = Some(count(value)?),
+            "maxProperties" => node.max_properties = Some(count(value)?),
             _ => return None,
         }
     }
@@ -265,6 +264,11 @@ fn types(value: &Value) -> Option<u8> {
         Value::Array(_) => None,
         name => bit(name),
     }
+}
+
+/// A length or count limit: a non-negative integer (as jsonschema compiles it).
+fn count(value: &Value) -> Option<usize> {
+    usize::try_from(value.as_u64()?).ok()
 }
 
 fn is_plain_scalar(value: &Value) -> bool {
@@ -374,10 +378,6 @@ impl Simple {
     }
 }
 
-fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
-    if n == 1 { one } else { many }
-}
-
 impl Node {
     /// Whether the node asserts nothing (an empty `properties` asserts nothing either). A keyword added to [`Node`]
     /// must be added here too (else a schema of only that keyword checks nothing; the differential test catches it).
@@ -410,7 +410,8 @@ impl Node {
     fn check_at(&self, instance: &Value, at: &At<'_>, out: &mut Vec<(String, String)>) -> bool {
         let mut problem = |message: String| out.push((at.pointer(), message));
         if self.types != 0 && self.types & type_bits(instance) == 0 {
-            let mut message = String::from(if self.several_types {
+            // A list of one name reads as that name; `types` rejects repeated names, so bits count names.
+            let mut message = String::from(if self.types.count_ones() > 1 {
                 "value is not of types "
             } else {
                 "value is not of type "
@@ -426,7 +427,7 @@ impl Node {
             }
             problem(message);
         }
-        if let Some(Value::Array(values)) = &self.one_of_values
+        if let Some(values) = &self.one_of_values
             && !values.contains(instance)
         {
             problem(enum_message(values));
@@ -464,22 +465,28 @@ impl Node {
             }
             Value::String(s) => {
                 if self.min_length.is_some() || self.max_length.is_some() {
-                    let len = s.chars().count() as u64;
+                    let len = s.chars().count();
                     if let Some(min) = self.min_length.filter(|m| len < *m) {
-                        problem(format!("value is shorter than {min} character{}", plural(min, "", "s")));
+                        problem(format!(
+                            "value is shorter than {}",
+                            plural(min, "character", "characters")
+                        ));
                     }
                     if let Some(max) = self.max_length.filter(|m| len > *m) {
-                        problem(format!("value is longer than {max} character{}", plural(max, "", "s")));
+                        problem(format!(
+                            "value is longer than {}",
+                            plural(max, "character", "characters")
+                        ));
                     }
                 }
             }
             Value::Array(items) => {
-                let len = items.len() as u64;
+                let len = items.len();
                 if let Some(min) = self.min_items.filter(|m| len < *m) {
-                    problem(format!("value has less than {min} item{}", plural(min, "", "s")));
+                    problem(format!("value has less than {}", plural(min, "item", "items")));
                 }
                 if let Some(max) = self.max_items.filter(|m| len > *m) {
-                    problem(format!("value has more than {max} item{}", plural(max, "", "s")));
+                    problem(format!("value has more than {}", plural(max, "item", "items")));
                 }
                 if let Some(schema) = &self.items {
                     let mut settled = true;
@@ -496,13 +503,13 @@ impl Node {
     }
 
     fn check_object(&self, map: &Map<String, Value>, at: &At<'_>, out: &mut Vec<(String, String)>) -> bool {
-        let len = map.len() as u64;
+        let len = map.len();
         if let Some(min) = self.min_properties.filter(|m| len < *m) {
-            let message = format!("value has less than {min} propert{}", plural(min, "y", "ies"));
+            let message = format!("value has less than {}", plural(min, "property", "properties"));
             out.push((at.pointer(), message));
         }
         if let Some(max) = self.max_properties.filter(|m| len > *m) {
-            let message = format!("value has more than {max} propert{}", plural(max, "y", "ies"));
+            let message = format!("value has more than {}", plural(max, "property", "properties"));
             out.push((at.pointer(), message));
         }
         // In a closed object (`properties` with `additionalProperties: false`) with one required name, jsonschema

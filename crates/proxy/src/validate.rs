@@ -12,7 +12,7 @@
 //! settle (a bound against an integer beyond 2^53). So most processes never build jsonschema's meta-schemas.
 //!
 //! jsonschema validates every schema it compiles against its draft's meta-schema, whose validator it builds once per
-//! process on first use (~4.7 M instructions and ~0.3 MB kept for 2020-12; it has no public switch to skip that).
+//! process on first use (~4.7 M instructions and ~0.35 MB kept for 2020-12; it has no public switch to skip that).
 //! That happens on the first call of a tool whose schema lies outside the subset, while a lazy server spawns (the
 //! proxy warms the server before compiling). Nothing builds it ahead: a warm-up thread (sessions 4–6) built it for
 //! every process, and with the subset most never need it.
@@ -99,10 +99,15 @@ pub struct ArgsValidator {
 impl ArgsValidator {
     /// Compiles `input_schema` for tool `tool`. Never fails: an unusable schema is recorded and skipped.
     pub fn new(tool: &str, input_schema: &Value) -> ArgsValidator {
+        ArgsValidator::from_owned(tool, input_schema.clone())
+    }
+
+    /// [`ArgsValidator::new`] for a schema the caller already owns (a subset schema is kept for an on-demand compile).
+    pub(crate) fn from_owned(tool: &str, input_schema: Value) -> ArgsValidator {
         ArgsValidator {
             tool: tool.to_string(),
+            shape: shape(Some(&input_schema)),
             checker: Checker::new(input_schema),
-            shape: shape(Some(input_schema)),
         }
     }
 
@@ -187,7 +192,7 @@ impl OutputReport {
 /// and 2020-12 are the common ones). A tool with an output schema must return structured content: absence is a
 /// problem.
 pub fn validate_output(structured: Option<&Value>, output_schema: &Value) -> OutputReport {
-    OutputValidator::new(output_schema).report(structured)
+    OutputValidator::new(output_schema.clone()).report(structured)
 }
 
 /// A tool's output schema compiled once ([`validate_output`] without the compile on every call).
@@ -197,7 +202,7 @@ pub(crate) struct OutputValidator {
 }
 
 impl OutputValidator {
-    pub(crate) fn new(output_schema: &Value) -> OutputValidator {
+    pub(crate) fn new(output_schema: Value) -> OutputValidator {
         OutputValidator {
             checker: Checker::new(output_schema),
         }
@@ -242,14 +247,14 @@ enum Checker {
 }
 
 impl Checker {
-    fn new(schema: &Value) -> Checker {
-        match simple_schema::compile(schema) {
+    fn new(schema: Value) -> Checker {
+        match simple_schema::compile(&schema) {
             Some(simple) => Checker::Subset {
                 simple,
-                schema: schema.clone(),
+                schema,
                 full: OnceLock::new(),
             },
-            None => Checker::Full(compile(schema)),
+            None => Checker::Full(compile(&schema)),
         }
     }
 
@@ -555,8 +560,8 @@ mod tests {
             ),
         ];
         // One compiled validator per schema, reused across the cases, reports what a fresh compile does.
-        let compiled07 = OutputValidator::new(&draft07);
-        let compiled2020 = OutputValidator::new(&draft2020);
+        let compiled07 = OutputValidator::new(draft07.clone());
+        let compiled2020 = OutputValidator::new(draft2020.clone());
         for (schema, structured, valid, problems) in cases {
             let report = validate_output(structured.as_ref(), schema);
             let compiled = if std::ptr::eq(schema, &draft07) {
