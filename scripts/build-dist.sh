@@ -28,8 +28,8 @@
 #      they do not sit together; the new binary then serves the same session once more, without valgrind.
 # The result replaces target/<profile>/pimcp-run (next to its pimcp-shim); its path is printed last.
 # Needs: cargo, python3, valgrind (and perf for the native passes). Env: PROFILE (dist), CARGO_TARGET_DIR, FIXTURE,
-# MIN_PLACED_PCT (95), TRAIN_CALLS (20), REUSE_LINK=1 (skip the build and replay the link archive a previous run left), RELR (auto), PIE (1),
-# NATIVE_PASSES (6; 0 skips them, and they are skipped when perf cannot record page faults).
+# MIN_PLACED_PCT (95), TRAIN_CALLS (20), REUSE_LINK=1 (skip the build and replay the link archive a previous run
+# left), RELR (auto), PIE (1), NATIVE_PASSES (6; 0 skips them; skipped too when perf cannot record page faults).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PROFILE=${PROFILE:-dist}
@@ -142,7 +142,8 @@ fi
 # and runs 50x slower, so the native session takes paths it never saw. Each first fetch of such code faults in a
 # 64 KiB window around it. A pass runs the session natively under `perf record -e page-faults`, adds the functions
 # whose fetch faulted outside the laid-out block to that block (order.py native) and relinks; it stops when a pass
-# finds none or after NATIVE_PASSES (session 7, one run per pass: 10, 9, 2, 2 functions; -0.4 to -0.9 MiB peak RSS).
+# finds none or after NATIVE_PASSES (session 7: release 8, 3, 4, 2, 0 functions, -0.3 to -0.9 MiB peak RSS; dist
+# 9, 3, 0).
 if [ "$NATIVE_PASSES" -gt 0 ] && ! perf record -q -e page-faults -o /dev/null -- true >/dev/null 2>&1; then
   say "3/4 perf cannot record page faults here (not installed, or perf_event_paranoid): no native passes"
   NATIVE_PASSES=0
@@ -152,15 +153,13 @@ cp "$OUT/pimcp-shim" "$WORK/native/pimcp-shim"
 for pass in $(seq 1 "$NATIVE_PASSES"); do
   cp "$WORK/pimcp-run.ordered" "$WORK/native/pimcp-run"
   # Two runs (the timing-dependent paths differ from run to run), one per kind of host: initialize, and the
-  # 2026-07-28 stateless protocol.
-  for run in 1 2; do
-    version=2025-06-18
-    [ "$run" = 2 ] && version=2026-07-28
-    FIXTURE=$FIXTURE python3 bench/layout/session.py faults "$WORK/native/pimcp-run" "$WORK/native/faults.$run" \
-      --version "$version" || die "native pass $pass: the session under perf failed"
+  # 2026-07-28 stateless protocol (against an upstream that refuses it, as server-everything does).
+  for version in 2025-06-18 2026-07-28; do
+    FIXTURE=$FIXTURE python3 bench/layout/session.py faults "$WORK/native/pimcp-run" \
+      "$WORK/native/faults.$version" --version "$version" || die "native pass $pass: the session under perf failed"
   done
   ADDED=$(python3 bench/layout/order.py native "$WORK/native/pimcp-run" "$WORK/order.txt" \
-    "$WORK/native"/faults.?) || die "native pass $pass: order.py native failed"
+    "$WORK/native"/faults.*) || die "native pass $pass: order.py native failed"
   say "3/4 native pass $pass: $ADDED functions the native session ran outside the laid-out block"
   [ "$ADDED" -gt 0 ] || break
   relink

@@ -7,21 +7,29 @@
         that only the other profiles (CLI subcommands) ran. Prints the counts; writes the served count to OUT.served.
   order.py native BIN ORDERFILE PERFDATA...   adds to ORDERFILE, right after its served block (ORDERFILE.served
         names), the functions of BIN whose first instruction fetch page-faulted in a PERFDATA (`session.py faults`
-        on BIN laid out by ORDERFILE; several runs catch more of the timing-dependent paths) outside that block: code the native session runs that the callgrind training
-        missed (SHA-NI, pidfd reaping, timer paths). Each such fault maps a 64 KiB window of code around it, of
-        which the session uses little. Prints how many were added (0: nothing left to add).
+        on BIN laid out by ORDERFILE; several runs catch more of the timing-dependent paths) outside that block:
+        code the native session runs that the callgrind training missed (SHA-NI, pidfd reaping, timer paths). Each
+        such fault maps a 64 KiB window of code around it, of which the session uses little. Prints how many were
+        added (0: nothing left to add).
   order.py check BIN ORDERFILE [--min N]   reads BIN's symbol table and reports how many listed names it defines
         as functions and how large the address span they occupy is, against the sum of their sizes. Exits non-zero
         when fewer than N names were found, or when the span is more than 1.5x their total size (the functions
         were not placed together). --same-as PLAIN also requires BIN to define exactly PLAIN's function names.
 """
-import argparse, collections, os, re, subprocess, sys
+import argparse, collections, functools, os, re, subprocess, sys
+
+
+def names_binary(binary):
+    """A test of whether an object path in a profile names `binary` (the same file, or at least its file name)."""
+    real, base = os.path.realpath(binary), os.path.basename(binary)
+    # Cached: a profile repeats a handful of object paths on millions of cost lines.
+    return functools.lru_cache(maxsize=None)(
+        lambda path: os.path.realpath(path) == real or os.path.basename(path) == base)
 
 
 def parse_callgrind(path, binary):
     """Instructions (exclusive) per function name of `binary`'s object in one callgrind output."""
-    real = os.path.realpath(binary)
-    base = os.path.basename(binary)
+    is_binary = names_binary(binary)
     names = {"ob": {}, "fn": {}}
     cost = collections.Counter()
     ob = fn = None
@@ -47,7 +55,7 @@ def parse_callgrind(path, binary):
                 if in_call:
                     in_call = False
                     continue
-                if ob is not None and fn is not None and (os.path.realpath(ob) == real or os.path.basename(ob) == base):
+                if ob is not None and fn is not None and is_binary(ob):
                     parts = line.split()
                     if len(parts) >= 2:
                         cost[fn] += int(parts[1])
@@ -97,7 +105,7 @@ def cmd_native(a):
     order = [l.strip() for l in open(a.order) if l.strip()]
     in_block = set(order[:served])
     syms = function_symbols(a.bin)
-    real, base = os.path.realpath(a.bin), os.path.basename(a.bin)
+    is_binary = names_binary(a.bin)
 
     def script(data, fields, *extra):
         return subprocess.run(["perf", "script", "-i", data, "-F", fields, *extra], capture_output=True,
@@ -113,8 +121,7 @@ def cmd_native(a):
             continue  # a data access, not an instruction fetch
         dso = w[-1].strip("()")
         name = w[1]
-        if (os.path.realpath(dso) == real or os.path.basename(dso) == base) and name in syms \
-                and name not in in_block and name not in added:
+        if is_binary(dso) and name in syms and name not in in_block and name not in added:
             added.append(name)
     rest = [n for n in order[served:] if n not in added]
     with open(a.order, "w") as f:

@@ -19,10 +19,11 @@ Subcommands:
   sections BIN   run the session once and print the resident KiB of each ELF section of BIN (from
                  /proc/PID/pagemap; needs permission to read it, e.g. root).
   faults BIN OUT run the session once (--version V: that protocol; with 2026-07-28, the stateless one, against an
-                 upstream that refuses it and announces list changes, as server-everything does) natively under `perf record -e page-faults -c 1 -d` (every page fault with
-                 its address) and write perf's data to OUT: `order.py native` reads the instruction fetches that
-                 faulted, i.e. code the native run executes that the training under callgrind did not (native CPU
-                 features, syscalls valgrind lacks, timing). Needs perf and permission to record page faults.
+                 upstream that refuses it and announces list changes, as server-everything does) natively under
+                 `perf record -e page-faults -c 1 -d` (every page fault with its address) and write perf's data to
+                 OUT: `order.py native` reads the instruction fetches that faulted, i.e. code the native run executes
+                 that the training under callgrind did not (native CPU features, syscalls valgrind lacks, timing).
+                 Needs perf and permission to record page faults.
 
 Env: FIXTURE (default <repo>/target/release/mcp-fixture).
 """
@@ -54,6 +55,11 @@ def upstream_like_everything(home):
         json.dump({"mcpServers": {"fixture": {"command": FIXTURE,
                                               "args": ["--legacy-only", "--list-changed-every", "250"]}}}, f)
     return cfg
+
+
+def config_for(version, home, cfg):
+    """The config a session in protocol `version` runs with: the stateless one against `upstream_like_everything`."""
+    return upstream_like_everything(home) if version == STATELESS else cfg
 
 
 class Session:
@@ -300,8 +306,7 @@ def cmd_faults(a):
     home = tempfile.mkdtemp(prefix="pimcp-layout-faults-")
     try:
         env, cfg = setup(home)
-        if a.version == STATELESS:
-            cfg = upstream_like_everything(home)
+        cfg = config_for(a.version, home, cfg)
         s = Session(["perf", "record", "-q", "-e", "page-faults", "-c", "1", "-d", "-o", a.out, "--", a.bin,
                      "--config", cfg], env)
         run_session(s, a.calls, a.version)
@@ -330,8 +335,7 @@ def cmd_train(a):
         # such a host's session ran ~13 64-KiB windows of code outside the laid-out block (+1.7 MiB, session 7).
         # The stateless session's upstream behaves as server-everything does (`upstream_like_everything`).
         for version in ("2025-06-18", "2025-11-25", STATELESS):
-            config = upstream_like_everything(home) if version == STATELESS else cfg
-            s = Session(vg("serve") + ["--config", config], env)
+            s = Session(vg("serve") + ["--config", config_for(version, home, cfg)], env)
             run_session(s, a.calls, version)
             rc = s.close()
             if rc != 0:
