@@ -23,13 +23,20 @@
 #   3b. Native passes (when perf works): the laid-out binary serves the session natively under `perf record -e
 #      page-faults`; functions whose first instruction fetch faulted outside the laid-out block join it; relink; again
 #      until a pass adds none (at most NATIVE_PASSES).
-#   4. Check: order.py reads the new binary's symbol table and fails when it does not define the same functions
-#      as cargo's link, when fewer than MIN_PLACED_PCT % (default 95) of the listed functions are in it, or when
-#      they do not sit together; the new binary then serves the same session once more, without valgrind.
+#   3c. BOLT (when llvm-bolt is installed: Debian's bolt-16): the link replayed with --emit-relocs, instrumented by
+#      llvm-bolt, run natively through the training sessions (BOLT_RUNS times, BOLT_CALLS echo calls), then
+#      rewritten: each function's blocks that ran stay in .text in the order file's order, the rest move to
+#      .text.cold, so the resident code is what runs rather than whole functions. BOLT drops the DWARF line tables
+#      (panic backtraces still name functions).
+#   4. Check: order.py reads the laid-out binary's symbol table and fails when it does not define the same
+#      functions as cargo's link, when fewer than MIN_PLACED_PCT % (default 95) of the listed functions are in it, or
+#      when they do not sit together; the final binary then serves the same session once more, without valgrind
+#      (and, after BOLT, once under perf, counting the instruction fetches that faulted in .text.cold).
 # The result replaces target/<profile>/pimcp-run (next to its pimcp-shim); its path is printed last.
-# Needs: cargo, python3, valgrind (and perf for the native passes). Env: PROFILE (dist), CARGO_TARGET_DIR, FIXTURE,
-# MIN_PLACED_PCT (95), TRAIN_CALLS (20), REUSE_LINK=1 (skip the build and replay the link archive a previous run
-# left), RELR (auto), PIE (1), NATIVE_PASSES (6; 0 skips them; skipped too when perf cannot record page faults).
+# Needs: cargo, python3, valgrind (perf for the native passes, llvm-bolt for 3c). Env: PROFILE (dist),
+# CARGO_TARGET_DIR, FIXTURE, MIN_PLACED_PCT (95), TRAIN_CALLS (20), REUSE_LINK=1 (skip the build and replay the link
+# archive a previous run left), RELR (auto), PIE (1), NATIVE_PASSES (6; 0 skips them; skipped too when perf cannot
+# record page faults), BOLT (auto: when llvm-bolt is found; 1 requires it, 0 skips it), BOLT_RUNS (3), BOLT_CALLS (200).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PROFILE=${PROFILE:-dist}
@@ -37,6 +44,8 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 case $TARGET in /*) ;; *) TARGET=$ROOT/$TARGET ;; esac
 MIN_PLACED_PCT=${MIN_PLACED_PCT:-95}
 TRAIN_CALLS=${TRAIN_CALLS:-20}
+BOLT_RUNS=${BOLT_RUNS:-3}
+BOLT_CALLS=${BOLT_CALLS:-200}
 NATIVE_PASSES=${NATIVE_PASSES:-6}
 OUT=$TARGET/$PROFILE
 WORK=$TARGET/layout-$PROFILE
@@ -114,6 +123,17 @@ case $RELR in
   *) die "RELR=$RELR: expected auto (default), 1 or 0" ;;
 esac
 [ "$RELR" = 1 ] && LINK_EXTRA+=(-z pack-relative-relocs)
+# llvm-bolt from PATH or Debian's llvm-N packages (bolt-16: apt-get install bolt-16), newest first.
+LLVM_BOLT=$(command -v llvm-bolt || ls -d /usr/lib/llvm-*/bin/llvm-bolt 2>/dev/null | sort -V | tail -1 || true)
+MERGE_FDATA=$(dirname "${LLVM_BOLT:-.}")/merge-fdata
+BOLT=${BOLT:-auto}
+case $BOLT in
+  auto) if [ -x "$LLVM_BOLT" ] && [ -x "$MERGE_FDATA" ]; then BOLT=1; else BOLT=0; fi ;;
+  0) ;;
+  1) [ -x "$LLVM_BOLT" ] && [ -x "$MERGE_FDATA" ] || die "BOLT=1 but no llvm-bolt and merge-fdata found (apt-get install bolt-16)" ;;
+  *) die "BOLT=$BOLT: expected auto (default), 1 or 0" ;;
+esac
+[ "$BOLT" = 0 ] && say "3/4 no llvm-bolt found: the binary's functions are laid out but not split (apt-get install bolt-16)"
 say "3/4 relinking with $LISTED functions ordered (RELR=$RELR PIE=$PIE)"
 tar -xf "$TAR" -C "$WORK"
 tar -tf "$TAR" >"$WORK/link.list"
@@ -125,10 +145,11 @@ if [ "$PIE" = 0 ]; then
   grep -qx -- '-pie' "$REPRO/response.txt" || die "PIE=0: the saved link has no -pie line to drop"
   sed -i '/^-pie$/d' "$REPRO/response.txt"
 fi
-relink() {
+relink() {  # [OUTPUT [EXTRA LLD ARGS...]]
+  local out=${1:-$WORK/pimcp-run.ordered}
   cp "$WORK/order.txt" "$REPRO/order.txt"
   (cd "$REPRO" && "$LLD" -flavor gnu @response.txt --symbol-ordering-file=order.txt \
-    --no-warn-symbol-ordering "${LINK_EXTRA[@]}" -o "$WORK/pimcp-run.ordered") || die "the relink failed"
+    --no-warn-symbol-ordering "${LINK_EXTRA[@]}" "${@:2}" -o "$out") || die "the relink failed"
 }
 relink
 if [ "$RELR" = 1 ]; then
@@ -164,22 +185,64 @@ for pass in $(seq 1 "$NATIVE_PASSES"); do
   [ "$ADDED" -gt 0 ] || break
   relink
 done
-rm -rf "$REPRO" "$WORK/native"
+rm -rf "$WORK/native"
 LISTED=$(wc -l <"$WORK/order.txt")
+
+# BOLT: within the laid-out functions, most code never runs (error paths, other enum variants, serde fields a session
+# never sees), yet each function's pages are resident whole. llvm-bolt splits every profiled function into the blocks
+# the profile saw run (laid out in .text in the order file's order) and the rest (.text.cold). Its profile comes from
+# the binary itself, instrumented by llvm-bolt, serving the training sessions natively BOLT_RUNS times (session.py
+# train --native, --calls BOLT_CALLS); the link is replayed once more with --emit-relocs, which BOLT needs to move
+# code. A block the training never ran but a real session does costs a 64 KiB window of .text.cold: step 4 counts
+# them for the session. Session 8: peak RSS 8.0 -> 6.5 MiB (docs/benchmarks.md, "Session 8").
+if [ "$BOLT" = 1 ]; then
+  say "3c/4 BOLT ($LLVM_BOLT): instrumenting, $BOLT_RUNS native training runs, splitting hot from cold blocks"
+  relink "$WORK/pimcp-run.relocs" --emit-relocs
+  rm -rf "$WORK/bolt" && mkdir -p "$WORK/bolt/train" "$WORK/bolt/profile"
+  "$LLVM_BOLT" "$WORK/pimcp-run.relocs" -o "$WORK/bolt/train/pimcp-run" -instrument \
+    -instrumentation-file="$WORK/bolt/profile/prof" -instrumentation-file-append-pid \
+    >"$WORK/bolt/instrument.log" 2>&1 || die "llvm-bolt -instrument failed (log: $WORK/bolt/instrument.log)"
+  cp "$OUT/pimcp-shim" "$WORK/bolt/train/pimcp-shim"
+  for run in $(seq 1 "$BOLT_RUNS"); do
+    # Each run with a larger environment: the paths its sort and growth take at start depend on its size.
+    FIXTURE=$FIXTURE python3 bench/layout/session.py train --native "$WORK/bolt/train/pimcp-run" "$WORK/bolt/out" \
+      --calls "$BOLT_CALLS" --env-pad $(((run - 1) * 40)) || die "BOLT training run $run failed"
+  done
+  ls "$WORK"/bolt/profile/prof.*.fdata >/dev/null 2>&1 || die "the instrumented pimcp-run wrote no profile"
+  "$MERGE_FDATA" "$WORK"/bolt/profile/prof.*.fdata >"$WORK/bolt/profile.fdata" 2>"$WORK/bolt/merge.log" ||
+    die "merge-fdata failed (log: $WORK/bolt/merge.log)"
+  "$LLVM_BOLT" "$WORK/pimcp-run.relocs" -o "$WORK/pimcp-run.bolt" -data="$WORK/bolt/profile.fdata" \
+    -reorder-blocks=ext-tsp -reorder-functions=user -function-order="$WORK/order.txt" \
+    -split-functions -split-all-cold -split-eh >"$WORK/bolt/optimize.log" 2>&1 ||
+    die "llvm-bolt failed (log: $WORK/bolt/optimize.log)"
+  grep -E "functions in the binary .* have non-empty execution profile|setting __hot_(start|end)" \
+    "$WORK/bolt/optimize.log" | sed 's/^/build-dist:   /' >&2 || true
+  rm -rf "$WORK/bolt/train" "$WORK/bolt/profile" "$WORK/bolt/out" "$WORK/pimcp-run.relocs"
+fi
+rm -rf "$REPRO"
 
 say "4/4 checking the ordered binary"
 MIN=$((LISTED * MIN_PLACED_PCT / 100))
 python3 bench/layout/order.py check "$WORK/pimcp-run.ordered" "$WORK/order.txt" --min "$MIN" \
   --same-as "$WORK/pimcp-run.plain" ||
   die "the ordering was not applied"
+FINAL=$WORK/pimcp-run.ordered
+[ "$BOLT" = 1 ] && FINAL=$WORK/pimcp-run.bolt
 mkdir -p "$WORK/smoke"
-cp "$WORK/pimcp-run.ordered" "$WORK/smoke/pimcp-run"
+cp "$FINAL" "$WORK/smoke/pimcp-run"
 cp "$OUT/pimcp-shim" "$WORK/smoke/pimcp-shim"
 FIXTURE=$FIXTURE python3 bench/layout/session.py rss "$WORK/smoke/pimcp-run" --rounds 1 --calls 20 >&2 ||
-  die "the ordered binary failed the session"
+  die "the final binary failed the session"
+if [ "$BOLT" = 1 ] && [ "$NATIVE_PASSES" -gt 0 ]; then
+  # How well the profile covered the native session: each fetch fault in .text.cold maps a 64 KiB window.
+  FIXTURE=$FIXTURE python3 bench/layout/session.py faults "$WORK/smoke/pimcp-run" "$WORK/smoke/faults" ||
+    die "the BOLT binary failed the session under perf"
+  COLD=$(python3 bench/layout/order.py cold "$WORK/smoke/pimcp-run" "$WORK/smoke/faults" | head -1)
+  say "4/4 the session's instruction fetches that faulted in BOLT's cold region: $COLD"
+fi
 rm -rf "$WORK/smoke" "$WORK/train"
 
-cp "$WORK/pimcp-run.ordered" "$OUT/pimcp-run.tmp"
+cp "$FINAL" "$OUT/pimcp-run.tmp"
 mv -f "$OUT/pimcp-run.tmp" "$OUT/pimcp-run"
 say "done; plain link kept at $WORK/pimcp-run.plain, ordering file $WORK/order.txt"
 echo "$OUT/pimcp-run"

@@ -11,6 +11,9 @@
         code the native session runs that the callgrind training missed (SHA-NI, pidfd reaping, timer paths). Each
         such fault maps a 64 KiB window of code around it, of which the session uses little. Prints how many were
         added (0: nothing left to add).
+  order.py cold BIN PERFDATA...   counts the instruction fetches that page-faulted (`session.py faults` on BIN) in
+        BIN's `.text.cold`: BOLT's region for the blocks its profile never saw run (scripts/build-dist.sh step 3c).
+        Each maps a 64 KiB window of code the session barely uses. Prints the count, then the faulting symbols.
   order.py check BIN ORDERFILE [--min N]   reads BIN's symbol table and reports how many listed names it defines
         as functions and how large the address span they occupy is, against the sum of their sizes. Exits non-zero
         when fewer than N names were found, or when the span is more than 1.5x their total size (the functions
@@ -100,28 +103,39 @@ def cmd_make(a):
           "not in the symbol table (skipped)")
 
 
-def cmd_native(a):
-    served = int(open(a.order + ".served").read())
-    order = [l.strip() for l in open(a.order) if l.strip()]
-    in_block = set(order[:served])
-    syms = function_symbols(a.bin)
-    is_binary = names_binary(a.bin)
+def fetch_faults(binary, perfdata):
+    """(symbol, offset in it) of every page fault in `perfdata` (perf record -e page-faults -d) that was an
+    instruction fetch in `binary`'s own code by the recorded process itself (the first to fault; not a child it forked,
+    whose faults between fork and exec are the child's memory), in order."""
+    is_binary = names_binary(binary)
 
     def script(data, fields, *extra):
         return subprocess.run(["perf", "script", "-i", data, "-F", fields, *extra], capture_output=True,
                               text=True, check=True).stdout.splitlines()
 
     # Two listings of the same events in the same order: the fault's address and ip, and the ip's symbol and object.
-    events = [e for data in a.perfdata
-              for e in zip(script(data, "addr,ip"), script(data, "ip,sym,dso", "--no-demangle"))]
+    faults = []
+    for data in perfdata:
+        own = None
+        for pair, where in zip(script(data, "pid,addr,ip"), script(data, "ip,sym,symoff,dso", "--no-demangle")):
+            parts, w = pair.split(), where.split()
+            own = own or parts[0]
+            if len(parts) != 3 or parts[0] != own or parts[1] != parts[2] or len(w) < 3:
+                continue  # a child's fault, or a data access rather than an instruction fetch
+            name, _, off = w[1].rpartition("+0x")
+            if is_binary(w[-1].strip("()")) and name:
+                faults.append((name, int(off, 16)))
+    return faults
+
+
+def cmd_native(a):
+    served = int(open(a.order + ".served").read())
+    order = [l.strip() for l in open(a.order) if l.strip()]
+    in_block = set(order[:served])
+    syms = function_symbols(a.bin)
     added = []
-    for pair, where in events:
-        parts, w = pair.split(), where.split()
-        if len(parts) != 2 or parts[0] != parts[1] or len(w) < 3:
-            continue  # a data access, not an instruction fetch
-        dso = w[-1].strip("()")
-        name = w[1]
-        if is_binary(dso) and name in syms and name not in in_block and name not in added:
+    for name, _ in fetch_faults(a.bin, a.perfdata):
+        if name in syms and name not in in_block and name not in added:
             added.append(name)
     rest = [n for n in order[served:] if n not in added]
     with open(a.order, "w") as f:
@@ -130,6 +144,25 @@ def cmd_native(a):
     with open(a.order + ".served", "w") as f:
         f.write(f"{served + len(added)}\n")
     print(len(added))
+
+
+def cmd_cold(a):
+    text = subprocess.run(["readelf", "-SW", a.bin], capture_output=True, text=True, check=True).stdout
+    cold = [(int(m.group(1), 16), int(m.group(2), 16)) for m in
+            re.finditer(r"\] \.text\.cold\s+\S+\s+([0-9a-f]+) [0-9a-f]+ ([0-9a-f]+)", text)]
+    if not cold:
+        sys.exit(f"{a.bin} has no .text.cold section (not a binary BOLT split)")
+    out = subprocess.run(["nm", "--defined-only", a.bin], capture_output=True, text=True, check=True).stdout
+    address = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "tTwW":
+            address.setdefault(parts[2], int(parts[0], 16))
+    hits = [(name, off) for name, off in fetch_faults(a.bin, a.perfdata) if name in address and
+            any(start <= address[name] + off < start + size for start, size in cold)]
+    print(len(hits))
+    for name, off in hits:
+        print(f"  {name}+0x{off:x}")
 
 
 def function_symbols(binary):
@@ -187,8 +220,11 @@ def main():
     n.add_argument("bin")
     n.add_argument("order")
     n.add_argument("perfdata", nargs="+")
+    k = sub.add_parser("cold")
+    k.add_argument("bin")
+    k.add_argument("perfdata", nargs="+")
     a = ap.parse_args()
-    {"make": cmd_make, "check": cmd_check, "native": cmd_native}[a.cmd](a)
+    {"make": cmd_make, "check": cmd_check, "native": cmd_native, "cold": cmd_cold}[a.cmd](a)
 
 
 if __name__ == "__main__":

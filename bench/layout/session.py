@@ -11,7 +11,11 @@ Subcommands:
                  --no-cli, the CLI subcommands a user runs (--version, --help, status, search, describe, call, config
                  show) with every pimcp-run process under valgrind's callgrind
                  (--trace-children=yes, so the guardian shim's `pimcp-run __pimcp_shim__` exec is traced too when no
-                 pimcp-shim sits next to the binary); writes OUTDIR/callgrind.<tag>.<pid> files.
+                 pimcp-shim sits next to the binary); writes OUTDIR/callgrind.<tag>.<pid> files. --native runs the
+                 same processes without valgrind, for a binary that records its own profile (BOLT's
+                 instrumentation, scripts/build-dist.sh step 3c); OUTDIR is then unused. --env-pad N adds N
+                 variables to the environment (how many a user's shell has varies, and with it the paths the
+                 environment's sort and growth take at start).
   rss BIN...     start each binary in turn, alternating (--rounds N), run the session and print per binary the
                  medians of VmHWM, RssAnon, RssFile, the Rss of the binary's own mappings and the minor/major page
                  faults, read from /proc right before EOF. --evict drops the binary's page-cache pages before each
@@ -47,13 +51,15 @@ def setup(home):
 
 def upstream_like_everything(home):
     """A second config in `home` whose mcp-fixture behaves as server-everything does towards pimcp-run: it refuses
-    the 2026-07-28 protocol (pimcp-run's client falls back to `initialize`) and announces tool-list changes (pimcp-run
-    refreshes its catalog). Used with the stateless host session, so one run covers both (session 7: without them a
-    session against server-everything ran ~1.3 MiB of code outside the laid-out block)."""
+    the 2026-07-28 protocol (pimcp-run's client falls back to `initialize`), announces tool-list changes (pimcp-run
+    refreshes its catalog), and asks for roots right after `initialized`, reporting them in a log message. Used with
+    the stateless host session, so one run covers both (session 7: without them a session against server-everything
+    ran ~1.3 MiB of code outside the laid-out block)."""
     cfg = os.path.join(home, "config-legacy.json")
     with open(cfg, "w") as f:
         json.dump({"mcpServers": {"fixture": {"command": FIXTURE,
-                                              "args": ["--legacy-only", "--list-changed-every", "250"]}}}, f)
+                                              "args": ["--legacy-only", "--list-changed-every", "250",
+                                                       "--roots-at-start"]}}}, f)
     return cfg
 
 
@@ -318,14 +324,17 @@ def cmd_faults(a):
 
 
 def cmd_train(a):
-    if not shutil.which("valgrind"):
+    if not a.native and not shutil.which("valgrind"):
         sys.exit("valgrind is not installed")
     os.makedirs(a.outdir, exist_ok=True)
     home = tempfile.mkdtemp(prefix="pimcp-layout-train-")
     try:
         env, cfg = setup(home)
+        env.update({f"PIMCP_LAYOUT_PAD_{i}": str(i) for i in range(a.env_pad)})
 
         def vg(tag):
+            if a.native:
+                return [a.bin]
             return ["valgrind", "--tool=callgrind", "--trace-children=yes", "--demangle=no",
                     "--trace-children-skip=*mcp-fixture*,*pimcp-shim*",
                     f"--callgrind-out-file={os.path.join(a.outdir, 'callgrind.' + tag + '.%p')}", a.bin]
@@ -375,6 +384,8 @@ def main():
     t.add_argument("outdir")
     t.add_argument("--calls", type=int, default=20)
     t.add_argument("--no-cli", action="store_true")
+    t.add_argument("--native", action="store_true", help="no valgrind: the binary profiles itself")
+    t.add_argument("--env-pad", type=int, default=0, help="add N variables to pimcp-run's environment")
     r = sub.add_parser("rss")
     r.add_argument("bins", nargs="+")
     r.add_argument("--rounds", type=int, default=5)
