@@ -4,9 +4,10 @@
 
 #![allow(clippy::print_stdout, reason = "a command's output is printed to stdout")]
 
+#[macro_use]
+mod output; // first: its `out!` / `outln!` macros are used by the modules below
 mod commands;
 mod libm_shim;
-mod output;
 mod progress;
 mod reload;
 mod telemetry;

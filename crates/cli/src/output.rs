@@ -1,7 +1,32 @@
-//! Small helpers for human output: paths shortened with `~`, error chains, one-line JSON values, colour that is
-//! used only on a terminal and never with `NO_COLOR`, and left-aligned tables.
+//! Small helpers for human output: stdout writes that survive a closed pipe, paths shortened with `~`, error chains,
+//! one-line JSON values, colour that is used only on a terminal and never with `NO_COLOR`, and left-aligned tables.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
+
+/// `print!` for a command's output, through [`write_stdout`].
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::output::write_stdout(format_args!($($arg)*)) };
+}
+
+/// `println!` for a command's output, through [`write_stdout`].
+macro_rules! outln {
+    () => { $crate::output::write_stdout(format_args!("\n")) };
+    ($($arg:tt)*) => {{
+        $crate::output::write_stdout(format_args!($($arg)*));
+        $crate::output::write_stdout(format_args!("\n"));
+    }};
+}
+
+/// Writes a command's output. A reader that closed the pipe (`pimcp-run status | head -1`) is not an error: the rest
+/// is dropped and the command ends with its own exit code (`print!` would panic). Any other failure is reported on
+/// stderr once per write.
+pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
+    match std::io::stdout().lock().write_fmt(args) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => eprintln!("pimcp-run: writing to stdout failed: {e}"),
+    }
+}
 use std::path::Path;
 
 use serde_json::Value;
@@ -43,7 +68,7 @@ pub(crate) fn compact(value: &Value) -> String {
 
 /// Prints `value` as pretty JSON on stdout.
 pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 

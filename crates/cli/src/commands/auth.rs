@@ -119,7 +119,7 @@ fn login(ctx: &Ctx, args: ServerArgs) -> anyhow::Result<u8> {
         }
         let status = handle.auth_status().await?;
         let line = status.server(server).map(describe_login).unwrap_or_default();
-        println!("logged in to {server}{line}");
+        outln!("logged in to {server}{line}");
         Ok(EXIT_OK)
     }))
 }
@@ -150,12 +150,12 @@ fn complete(ctx: &Ctx, args: CompleteArgs) -> anyhow::Result<u8> {
     }))?;
     match adopted {
         Some(Ok(())) => {
-            println!("logged in to {}", args.server);
+            outln!("logged in to {}", args.server);
             return Ok(EXIT_OK);
         }
         Some(Err(connect)) => {
             eprintln!("logged in, but connecting failed: {connect}");
-            println!("logged in to {}", args.server);
+            outln!("logged in to {}", args.server);
             return Ok(EXIT_OK);
         }
         None => {}
@@ -180,7 +180,7 @@ fn deliver_to_listener(server: &str, target: Target) -> anyhow::Result<u8> {
             .map_err(|_| anyhow::anyhow!("the login listener on port {} did not answer", target.port))?;
         match status {
             Ok(200) => {
-                println!("handed to the waiting login of {server}");
+                outln!("handed to the waiting login of {server}");
                 Ok(EXIT_OK)
             }
             Ok(code) => Err(anyhow::anyhow!(
@@ -249,7 +249,7 @@ fn logout(ctx: &Ctx, args: ServerArgs) -> anyhow::Result<u8> {
     block_on(with_session(ctx, SessionOptions::default(), async |session| {
         check_server(session, &args.server)?;
         session.handle().auth_logout(&args.server).await?;
-        println!("forgot the stored tokens of {}", args.server);
+        outln!("forgot the stored tokens of {}", args.server);
         Ok(EXIT_OK)
     }))
 }
@@ -260,7 +260,7 @@ fn status(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
         if args.json {
             print_json(&status_json(&status))?;
         } else {
-            print!("{}", render(&status, Style::stdout(), now_secs()));
+            out!("{}", render(&status, Style::stdout(), now_secs()));
         }
         let broken = status.servers.iter().any(|s| s.error.is_some() && !s.logged_in);
         Ok(if broken { EXIT_FAILED } else { EXIT_OK })

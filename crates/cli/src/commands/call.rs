@@ -77,7 +77,7 @@ pub(crate) fn run(ctx: &Ctx, args: CallArgs) -> anyhow::Result<u8> {
         } else if response.is_error() {
             eprintln!("pimcp-run: {}", response.text());
         } else {
-            print!("{}", render_human(&response)?);
+            out!("{}", render_human(&response)?);
         }
         Ok(code)
     }))

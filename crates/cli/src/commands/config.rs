@@ -79,7 +79,7 @@ fn show(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
         print_json(&view)?;
         return Ok(EXIT_OK);
     }
-    print!("{}", render_show(&view, ctx));
+    out!("{}", render_show(&view, ctx));
     Ok(EXIT_OK)
 }
 
@@ -155,7 +155,7 @@ fn check(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
         return Ok(code);
     }
     for problem in &config.problems {
-        println!("{}", problem_line(problem, ctx));
+        outln!("{}", problem_line(problem, ctx));
     }
     if errors == 0 {
         let available = config
@@ -163,14 +163,14 @@ fn check(ctx: &Ctx, json: bool) -> anyhow::Result<u8> {
             .iter()
             .filter(|s| s.availability == pimcp_config::Availability::Available)
             .count();
-        println!(
+        outln!(
             "configuration is valid: {} server{} ({available} available), {warnings} warning{}",
             config.servers.len(),
             plural(config.servers.len()),
             plural(warnings)
         );
     } else {
-        println!(
+        outln!(
             "configuration is invalid: {errors} error{}, {warnings} warning{}",
             plural(errors),
             plural(warnings)
@@ -198,7 +198,7 @@ fn import(ctx: &Ctx, args: ImportArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     }
     if previews.is_empty() {
-        println!(
+        outln!(
             "no host MCP configs found (looked for: {})",
             HostKind::ALL.map(|h| h.id()).join(", ")
         );
@@ -211,9 +211,9 @@ fn import(ctx: &Ctx, args: ImportArgs) -> anyhow::Result<u8> {
         } else {
             "not imported; add it with `pimcp-run init`"
         };
-        println!("{} ({state})", preview.host);
+        outln!("{} ({state})", preview.host);
         if preview.files.is_empty() {
-            println!("  no config file found");
+            outln!("  no config file found");
         }
         for file in &preview.files {
             let mut line = format!("  {} ({})", path(&file.path, home), file.scope);
@@ -223,7 +223,7 @@ fn import(ctx: &Ctx, args: ImportArgs) -> anyhow::Result<u8> {
             if let Some(error) = &file.error {
                 line.push_str(&format!(" error: {error}"));
             }
-            println!("{line}");
+            outln!("{line}");
         }
         let width = preview.servers.iter().map(|s| s.name.len()).max().unwrap_or(0);
         for server in &preview.servers {
@@ -232,13 +232,15 @@ fn import(ctx: &Ctx, args: ImportArgs) -> anyhow::Result<u8> {
             } else {
                 format!(" ({})", server.by.join(", "))
             };
-            println!(
+            outln!(
                 "    {:<width$}  {:<6} {}{by}",
-                server.name, server.transport, server.status
+                server.name,
+                server.transport,
+                server.status
             );
         }
         for note in &preview.notes {
-            println!("  {}", problem_line(note, ctx));
+            outln!("  {}", problem_line(note, ctx));
         }
     }
     Ok(EXIT_OK)

@@ -32,8 +32,8 @@ pub(crate) fn run(ctx: &Ctx, args: ConnectArgs) -> anyhow::Result<u8> {
             print_json(&connect_json(server))?;
         } else {
             let cache = pimcp_actors::MetadataCache::in_agent_dir(&ctx.opts.agent_dir());
-            print!("{}", render(server, Style::stdout()));
-            println!("\nmetadata cached in {}", path(cache.path(), &ctx.opts.home));
+            out!("{}", render(server, Style::stdout()));
+            outln!("\nmetadata cached in {}", path(cache.path(), &ctx.opts.home));
         }
         Ok(EXIT_OK)
     }))

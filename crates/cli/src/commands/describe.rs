@@ -34,7 +34,7 @@ pub(crate) fn run(ctx: &Ctx, args: DescribeArgs) -> anyhow::Result<u8> {
         if args.json {
             print_json(&describe_json(&info))?;
         } else {
-            print!("{}", render(&info, Style::stdout()));
+            out!("{}", render(&info, Style::stdout()));
         }
         Ok(EXIT_OK)
     }))

@@ -45,7 +45,7 @@ pub(crate) struct NameArgs {
 fn report(ctx: &Ctx, verb: &str, name: &str, outcome: &EditOutcome) {
     let home = &ctx.opts.home;
     if !outcome.changed {
-        println!("`{name}`: nothing to change in {}", path(&outcome.path, home));
+        outln!("`{name}`: nothing to change in {}", path(&outcome.path, home));
         return;
     }
     let mut line = format!("{verb} `{name}` in {}", path(&outcome.path, home));
@@ -55,7 +55,7 @@ fn report(ctx: &Ctx, verb: &str, name: &str, outcome: &EditOutcome) {
     if let Some(backup) = &outcome.backup {
         line.push_str(&format!(" (previous content in {})", path(backup, home)));
     }
-    println!("{line}");
+    outln!("{line}");
 }
 
 pub(crate) fn add(ctx: &Ctx, args: AddArgs) -> anyhow::Result<u8> {
@@ -110,7 +110,7 @@ pub(crate) fn add(ctx: &Ctx, args: AddArgs) -> anyhow::Result<u8> {
     let outcome = pimcp_config::add_server(&ctx.opts, &request)?;
     report(ctx, "added", &args.name, &outcome);
     if scope == EditScope::Project && !pimcp_config::is_trusted(&ctx.opts.project_dir, &ctx.opts.data_dir) {
-        println!(
+        outln!(
             "note: this project is not trusted, so its servers do not start; run `{}`",
             pimcp_config::trust_command(&ctx.opts.project_dir)
         );

@@ -23,16 +23,16 @@ pub(crate) fn run(ctx: &Ctx, args: InitArgs) -> anyhow::Result<u8> {
     let home = &ctx.opts.home;
     let detected = imports::detect_hosts(&ctx.opts.import_env());
     if detected.is_empty() {
-        println!(
+        outln!(
             "no host MCP configs found (looked for: {})",
             HostKind::ALL.map(|h| h.id()).join(", ")
         );
         return Ok(EXIT_OK);
     }
-    println!("Found MCP configs of:");
+    outln!("Found MCP configs of:");
     for (host, files) in &detected {
         let files: Vec<String> = files.iter().map(|f| path(f, home)).collect();
-        println!("  {:<15} {}", host.id(), files.join(", "));
+        outln!("  {:<15} {}", host.id(), files.join(", "));
     }
     let target = ctx.opts.global_file();
     let listed = listed_imports(&target);
@@ -42,7 +42,7 @@ pub(crate) fn run(ctx: &Ctx, args: InitArgs) -> anyhow::Result<u8> {
         .filter(|h| !listed.contains(h))
         .collect();
     if new.is_empty() {
-        println!("\n{} already imports all of them.", path(&target, home));
+        outln!("\n{} already imports all of them.", path(&target, home));
         return Ok(EXIT_OK);
     }
     let mut all = listed.clone();
@@ -54,7 +54,7 @@ pub(crate) fn run(ctx: &Ctx, args: InitArgs) -> anyhow::Result<u8> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    println!("\nThe line for {}:\n  {line}", path(&target, home));
+    outln!("\nThe line for {}:\n  {line}", path(&target, home));
     let confirmed = if args.yes {
         true
     } else if std::io::stdin().is_terminal() {
@@ -64,21 +64,21 @@ pub(crate) fn run(ctx: &Ctx, args: InitArgs) -> anyhow::Result<u8> {
         std::io::stdin().lock().read_line(&mut answer)?;
         matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
     } else {
-        println!("(not written: run `pimcp-run init --yes` to write it)");
+        outln!("(not written: run `pimcp-run init --yes` to write it)");
         return Ok(EXIT_OK);
     };
     if !confirmed {
-        println!("not written");
+        outln!("not written");
         return Ok(EXIT_OK);
     }
     let outcome = pimcp_config::add_imports(&ctx.opts, &new)?;
     match &outcome.backup {
-        Some(backup) => println!(
+        Some(backup) => outln!(
             "wrote {} (previous content in {})",
             path(&outcome.path, home),
             path(backup, home)
         ),
-        None => println!("wrote {}", path(&outcome.path, home)),
+        None => outln!("wrote {}", path(&outcome.path, home)),
     }
     Ok(EXIT_OK)
 }

@@ -42,7 +42,7 @@ pub(crate) fn run(ctx: &Ctx, args: PromptsArgs) -> anyhow::Result<u8> {
         if args.json {
             print_json(&prompts_json(&servers))?;
         } else {
-            print!("{}", render(&servers, Style::stdout()));
+            out!("{}", render(&servers, Style::stdout()));
         }
         Ok(if failed > 0 { EXIT_FAILED } else { EXIT_OK })
     }))

@@ -61,7 +61,7 @@ pub(crate) fn run(ctx: &Ctx, args: SearchArgs) -> anyhow::Result<u8> {
         if args.json {
             print_json(&search_json(&args, &outcome))?;
         } else {
-            print!("{}", render(&args, &outcome, Style::stdout()));
+            out!("{}", render(&args, &outcome, Style::stdout()));
         }
         Ok(EXIT_OK)
     }))

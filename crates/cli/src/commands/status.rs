@@ -58,7 +58,7 @@ pub(crate) fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
         if args.json {
             print_json(&snapshot)?;
         } else {
-            print!("{}", render(&snapshot, Style::stdout(), SystemTime::now()));
+            out!("{}", render(&snapshot, Style::stdout(), SystemTime::now()));
         }
         Ok(if failed > 0 { EXIT_FAILED } else { EXIT_OK })
     }))

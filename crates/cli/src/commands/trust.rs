@@ -31,7 +31,7 @@ pub(crate) fn run(ctx: &Ctx, args: TrustArgs) -> anyhow::Result<u8> {
     }
     if args.revoke {
         let was = pimcp_config::untrust_project(&dir, &ctx.opts.data_dir)?;
-        println!(
+        outln!(
             "{} {}",
             if was { "no longer trusted:" } else { "was not trusted:" },
             path(&dir, home)
@@ -39,12 +39,12 @@ pub(crate) fn run(ctx: &Ctx, args: TrustArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     }
     let record = pimcp_config::trust_project(&dir, &ctx.opts.data_dir)?;
-    println!("trusted {}", path(&record.dir, home));
+    outln!("trusted {}", path(&record.dir, home));
     for (file, exists) in &record.files {
         if *exists {
-            println!("  {}", path(file, home));
+            outln!("  {}", path(file, home));
         }
     }
-    println!("Changing any of these files makes the project untrusted again until you run this command again.");
+    outln!("Changing any of these files makes the project untrusted again until you run this command again.");
     Ok(EXIT_OK)
 }

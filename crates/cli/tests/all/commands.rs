@@ -61,6 +61,25 @@ fn config_check_exit_codes() {
     assert_eq!(json["servers"], 2, "the other file still loads");
 }
 
+/// A reader that goes away (`pimcp-run config show | head -1`) is not a crash: no panic, the command's own exit
+/// code (`print!` panicked with "failed printing to stdout: Broken pipe", exit 101).
+#[test]
+fn a_closed_stdout_pipe_ends_commands_quietly() {
+    let sb = Sandbox::new();
+    sb.write(sb.global(), r#"{"mcpServers": {"a": {"command": "true"}}}"#);
+    for args in [
+        &["config", "show"][..],
+        &["config", "show", "--json"],
+        &["config", "check"],
+        &["status"],
+        &["search", "echo"],
+    ] {
+        let run = sb.run_into_closed_pipe(args);
+        assert!(!run.stderr.contains("panicked"), "{args:?}: {}", run.stderr);
+        assert_eq!(run.code, sb.run(args).code, "{args:?}: {}", run.stderr);
+    }
+}
+
 #[test]
 fn config_show_json_has_provenance() {
     let sb = Sandbox::new();

@@ -71,9 +71,8 @@ impl Sandbox {
         self.run_with_stdin(args, "")
     }
 
-    /// Runs `pimcp-run` with `stdin` as its standard input.
-    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
-        use std::io::Write as _;
+    /// `pimcp-run ARGS` in this sandbox's environment, stderr piped.
+    fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_pimcp-run"));
         command
             .args(args)
@@ -82,13 +81,22 @@ impl Sandbox {
             .env("HOME", &self.home)
             .env("PIMCP_DATA_DIR", &self.data)
             .current_dir(&self.project)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         for (name, value) in &self.env {
             command.env(name, value);
         }
-        let mut child = command.spawn().unwrap();
+        command
+    }
+
+    /// Runs `pimcp-run` with `stdin` as its standard input.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        use std::io::Write as _;
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
         let mut input = child.stdin.take().unwrap();
         input.write_all(stdin.as_bytes()).unwrap();
         drop(input);
@@ -96,6 +104,19 @@ impl Sandbox {
         Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Runs `pimcp-run` with stdout a pipe whose reader is already closed (`pimcp-run … | head -0`): every write to
+    /// stdout fails with EPIPE. `stdout` of the result is empty.
+    pub fn run_into_closed_pipe(&self, args: &[&str]) -> Run {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = self.command(args).stdin(Stdio::null()).stdout(writer).output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::new(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
     }
