@@ -194,7 +194,7 @@ LISTED=$(wc -l <"$WORK/order.txt")
 # the binary itself, instrumented by llvm-bolt, serving the training sessions natively BOLT_RUNS times (session.py
 # train --native, --calls BOLT_CALLS); the link is replayed once more with --emit-relocs, which BOLT needs to move
 # code. A block the training never ran but a real session does costs a 64 KiB window of .text.cold: step 4 counts
-# them for the session. Session 8: peak RSS 8.0 -> 6.5 MiB (docs/benchmarks.md, "Session 8").
+# them for the session. Session 8: peak RSS 8.1 -> 6.4 MiB (docs/benchmarks.md, "Session 8").
 if [ "$BOLT" = 1 ]; then
   say "3c/4 BOLT ($LLVM_BOLT): instrumenting, $BOLT_RUNS native training runs, splitting hot from cold blocks"
   relink "$WORK/pimcp-run.relocs" --emit-relocs
