@@ -26,8 +26,8 @@
 #   3c. BOLT (when llvm-bolt is installed: Debian's bolt-16): the link replayed with --emit-relocs, instrumented by
 #      llvm-bolt, run natively through the training sessions (BOLT_RUNS times, BOLT_CALLS echo calls), then
 #      rewritten: each function's blocks that ran stay in .text in the order file's order, the rest move to
-#      .text.cold, so the resident code is what runs rather than whole functions. BOLT drops the DWARF line tables
-#      (panic backtraces still name functions).
+#      .text.cold, so the resident code is what runs rather than whole functions. The DWARF line tables are
+#      rewritten for the moved code (-update-debug-sections: backtraces keep file:line).
 #   4. Check: order.py reads the laid-out binary's symbol table and fails when it does not define the same
 #      functions as cargo's link, when fewer than MIN_PLACED_PCT % (default 95) of the listed functions are in it, or
 #      when they do not sit together; the final binary then serves the same session once more, without valgrind
@@ -213,7 +213,7 @@ if [ "$BOLT" = 1 ]; then
     die "merge-fdata failed (log: $WORK/bolt/merge.log)"
   "$LLVM_BOLT" "$WORK/pimcp-run.relocs" -o "$WORK/pimcp-run.bolt" -data="$WORK/bolt/profile.fdata" \
     -reorder-blocks=ext-tsp -reorder-functions=user -function-order="$WORK/order.txt" \
-    -split-functions -split-all-cold -split-eh >"$WORK/bolt/optimize.log" 2>&1 ||
+    -split-functions -split-all-cold -split-eh -update-debug-sections >"$WORK/bolt/optimize.log" 2>&1 ||
     die "llvm-bolt failed (log: $WORK/bolt/optimize.log)"
   grep -E "functions in the binary .* have non-empty execution profile|setting __hot_(start|end)" \
     "$WORK/bolt/optimize.log" | sed 's/^/build-dist:   /' >&2 || true
