@@ -204,9 +204,11 @@ if [ "$BOLT" = 1 ]; then
     >"$WORK/bolt/instrument.log" 2>&1 || die "llvm-bolt -instrument failed (log: $WORK/bolt/instrument.log)"
   cp "$OUT/pimcp-shim" "$WORK/bolt/train/pimcp-shim"
   for run in $(seq 1 "$BOLT_RUNS"); do
-    # Each run with a larger environment: the paths its sort and growth take at start depend on its size.
+    # Each run with another environment size (the paths its sort and growth take at start depend on it): the six
+    # variables an MCP SDK passes a stdio server by default, this shell's, then 80 more per further run.
+    case $run in 1) ENV_ARGS=(--minimal-env) ;; *) ENV_ARGS=(--env-pad $(((run - 2) * 80))) ;; esac
     FIXTURE=$FIXTURE python3 bench/layout/session.py train --native "$WORK/bolt/train/pimcp-run" "$WORK/bolt/out" \
-      --calls "$BOLT_CALLS" --env-pad $(((run - 1) * 40)) || die "BOLT training run $run failed"
+      --calls "$BOLT_CALLS" "${ENV_ARGS[@]}" || die "BOLT training run $run failed"
   done
   ls "$WORK"/bolt/profile/prof.*.fdata >/dev/null 2>&1 || die "the instrumented pimcp-run wrote no profile"
   "$MERGE_FDATA" "$WORK"/bolt/profile/prof.*.fdata >"$WORK/bolt/profile.fdata" 2>"$WORK/bolt/merge.log" ||

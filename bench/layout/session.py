@@ -15,7 +15,8 @@ Subcommands:
                  same processes without valgrind, for a binary that records its own profile (BOLT's
                  instrumentation, scripts/build-dist.sh step 3c); OUTDIR is then unused. --env-pad N adds N
                  variables to the environment (how many a user's shell has varies, and with it the paths the
-                 environment's sort and growth take at start).
+                 environment's sort and growth take at start); --minimal-env keeps only the six variables the MCP
+                 SDKs pass a stdio server by default (HOME, LOGNAME, PATH, SHELL, TERM, USER) plus pimcp's own.
   rss BIN...     start each binary in turn, alternating (--rounds N), run the session and print per binary the
                  medians of VmHWM, RssAnon, RssFile, the Rss of the binary's own mappings and the minor/major page
                  faults, read from /proc right before EOF. --evict drops the binary's page-cache pages before each
@@ -330,6 +331,10 @@ def cmd_train(a):
     home = tempfile.mkdtemp(prefix="pimcp-layout-train-")
     try:
         env, cfg = setup(home)
+        if a.minimal_env:
+            # What a host's MCP SDK gives a stdio server unless told otherwise (its default environment).
+            sdk = {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
+            env = {k: v for k, v in env.items() if k in sdk or k.startswith(("PIMCP_", "PI_"))}
         env.update({f"PIMCP_LAYOUT_PAD_{i}": str(i) for i in range(a.env_pad)})
 
         def vg(tag):
@@ -342,9 +347,13 @@ def cmd_train(a):
         # Both sides of the 2025-11-25 protocol boundary (hosts negotiate either), and the 2026-07-28 stateless
         # protocol (server/discover and per-request `_meta`, what the Python SDK's `Client` speaks first): without it
         # such a host's session ran ~13 64-KiB windows of code outside the laid-out block (+1.7 MiB, session 7).
-        # The stateless session's upstream behaves as server-everything does (`upstream_like_everything`).
-        for version in ("2025-06-18", "2025-11-25", STATELESS):
-            s = Session(vg("serve") + ["--config", config_for(version, home, cfg)], env)
+        # The stateless session runs twice: against an upstream that behaves as server-everything does
+        # (`upstream_like_everything`), and against one that speaks 2026-07-28 too (pimcp-run's client then discovers
+        # it statelessly: session 8, 8 fetch faults in BOLT's cold region for the Python SDK client against
+        # mcp-fixture without it).
+        runs = [(v, config_for(v, home, cfg)) for v in ("2025-06-18", "2025-11-25", STATELESS)] + [(STATELESS, cfg)]
+        for version, config in runs:
+            s = Session(vg("serve") + ["--config", config], env)
             run_session(s, a.calls, version)
             rc = s.close()
             if rc != 0:
@@ -386,6 +395,7 @@ def main():
     t.add_argument("--no-cli", action="store_true")
     t.add_argument("--native", action="store_true", help="no valgrind: the binary profiles itself")
     t.add_argument("--env-pad", type=int, default=0, help="add N variables to pimcp-run's environment")
+    t.add_argument("--minimal-env", action="store_true", help="only the MCP SDKs' default variables (and pimcp's)")
     r = sub.add_parser("rss")
     r.add_argument("bins", nargs="+")
     r.add_argument("--rounds", type=int, default=5)
