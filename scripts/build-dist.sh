@@ -58,6 +58,45 @@ HOST=$(rustc -vV | sed -n 's/^host: //p')
 LLD=$(rustc --print sysroot)/lib/rustlib/$HOST/bin/rust-lld
 [ -x "$LLD" ] || die "no rust-lld at $LLD (the toolchain's self-contained linker)"
 
+# The link's options, checked before anything is built: a bad value fails here, not after the build.
+# RELR needs the loader's support (glibc 2.36, GLIBC_ABI_DT_RELR); lld records that need in the binary, so an older
+# glibc refuses to start it with a clear error rather than misbehaving.
+glibc_at_least() {  # MAJOR MINOR
+  local v
+  v=$(getconf GNU_LIBC_VERSION 2>/dev/null | sed -n 's/^glibc \([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
+  [ -n "$v" ] && set -- $v "$1" "$2" && { [ "$1" -gt "$3" ] || { [ "$1" -eq "$3" ] && [ "$2" -ge "$4" ]; }; }
+}
+LINK_EXTRA=()
+RELR=${RELR:-auto}
+PIE=${PIE:-1}
+case $PIE in
+  0) LINK_EXTRA+=(-no-pie) ;;
+  1) ;;
+  *) die "PIE=$PIE: expected 1 (default) or 0" ;;
+esac
+case $RELR in
+  auto) if [ "$PIE" = 1 ] && glibc_at_least 2 36; then RELR=1; else RELR=0; fi ;;
+  0) ;;
+  1) glibc_at_least 2 36 || die "RELR=1 needs glibc 2.36 or newer here ($(getconf GNU_LIBC_VERSION 2>&1))" ;;
+  *) die "RELR=$RELR: expected auto (default), 1 or 0" ;;
+esac
+[ "$RELR" = 1 ] && LINK_EXTRA+=(-z pack-relative-relocs)
+# llvm-bolt from PATH or Debian's llvm-N packages (bolt-16: apt-get install bolt-16), newest first.
+LLVM_BOLT=$(command -v llvm-bolt || ls -d /usr/lib/llvm-*/bin/llvm-bolt 2>/dev/null | sort -V | tail -1 || true)
+MERGE_FDATA=$(dirname "${LLVM_BOLT:-.}")/merge-fdata
+BOLT=${BOLT:-auto}
+HAVE_BOLT=0
+[ -x "$LLVM_BOLT" ] && [ -x "$MERGE_FDATA" ] && HAVE_BOLT=1
+case $BOLT in
+  auto)
+    BOLT=$HAVE_BOLT
+    [ "$BOLT" = 1 ] ||
+      say "no llvm-bolt found: step 3c (hot/cold splitting) will be skipped (apt-get install bolt-16)" ;;
+  0) ;;
+  1) [ "$HAVE_BOLT" = 1 ] || die "BOLT=1 but no llvm-bolt and merge-fdata found (apt-get install bolt-16)" ;;
+  *) die "BOLT=$BOLT: expected auto (default), 1 or 0" ;;
+esac
+
 cd "$ROOT"
 rm -rf "$WORK"
 mkdir -p "$WORK"
@@ -101,39 +140,6 @@ python3 bench/layout/order.py make "$WORK/train/pimcp-run" "$WORK/order.txt" "$W
 LISTED=$(wc -l <"$WORK/order.txt")
 [ "$LISTED" -ge 1000 ] || die "the training run executed only $LISTED functions of pimcp-run; expected thousands"
 
-# RELR needs the loader's support (glibc 2.36, GLIBC_ABI_DT_RELR); lld records that need in the binary, so an older
-# glibc refuses to start it with a clear error rather than misbehaving.
-glibc_at_least() {  # MAJOR MINOR
-  local v
-  v=$(getconf GNU_LIBC_VERSION 2>/dev/null | sed -n 's/^glibc \([0-9]*\)\.\([0-9]*\).*/\1 \2/p')
-  [ -n "$v" ] && set -- $v "$1" "$2" && { [ "$1" -gt "$3" ] || { [ "$1" -eq "$3" ] && [ "$2" -ge "$4" ]; }; }
-}
-LINK_EXTRA=()
-RELR=${RELR:-auto}
-PIE=${PIE:-1}
-case $PIE in
-  0) LINK_EXTRA+=(-no-pie) ;;
-  1) ;;
-  *) die "PIE=$PIE: expected 1 (default) or 0" ;;
-esac
-case $RELR in
-  auto) if [ "$PIE" = 1 ] && glibc_at_least 2 36; then RELR=1; else RELR=0; fi ;;
-  0) ;;
-  1) glibc_at_least 2 36 || die "RELR=1 needs glibc 2.36 or newer here ($(getconf GNU_LIBC_VERSION 2>&1))" ;;
-  *) die "RELR=$RELR: expected auto (default), 1 or 0" ;;
-esac
-[ "$RELR" = 1 ] && LINK_EXTRA+=(-z pack-relative-relocs)
-# llvm-bolt from PATH or Debian's llvm-N packages (bolt-16: apt-get install bolt-16), newest first.
-LLVM_BOLT=$(command -v llvm-bolt || ls -d /usr/lib/llvm-*/bin/llvm-bolt 2>/dev/null | sort -V | tail -1 || true)
-MERGE_FDATA=$(dirname "${LLVM_BOLT:-.}")/merge-fdata
-BOLT=${BOLT:-auto}
-case $BOLT in
-  auto) if [ -x "$LLVM_BOLT" ] && [ -x "$MERGE_FDATA" ]; then BOLT=1; else BOLT=0; fi ;;
-  0) ;;
-  1) [ -x "$LLVM_BOLT" ] && [ -x "$MERGE_FDATA" ] || die "BOLT=1 but no llvm-bolt and merge-fdata found (apt-get install bolt-16)" ;;
-  *) die "BOLT=$BOLT: expected auto (default), 1 or 0" ;;
-esac
-[ "$BOLT" = 0 ] && say "3/4 no llvm-bolt found: the binary's functions are laid out but not split (apt-get install bolt-16)"
 say "3/4 relinking with $LISTED functions ordered (RELR=$RELR PIE=$PIE)"
 tar -xf "$TAR" -C "$WORK"
 tar -tf "$TAR" >"$WORK/link.list"
