@@ -2,6 +2,9 @@
 //! one-line JSON values, colour that is used only on a terminal and never with `NO_COLOR`, and left-aligned tables.
 
 use std::io::{IsTerminal, Write as _};
+use std::path::Path;
+
+use serde_json::Value;
 
 /// `print!` for a command's output, through [`write_stdout`].
 macro_rules! out {
@@ -27,9 +30,6 @@ pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
         Err(e) => eprintln!("pimcp-run: writing to stdout failed: {e}"),
     }
 }
-use std::path::Path;
-
-use serde_json::Value;
 
 /// `path` with the home directory shown as `~`.
 pub(crate) fn path(path: &Path, home: &Path) -> String {
