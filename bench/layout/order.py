@@ -147,17 +147,10 @@ def cmd_native(a):
 
 
 def cmd_cold(a):
-    text = subprocess.run(["readelf", "-SW", a.bin], capture_output=True, text=True, check=True).stdout
-    cold = [(int(m.group(1), 16), int(m.group(2), 16)) for m in
-            re.finditer(r"\] \.text\.cold\s+\S+\s+([0-9a-f]+) [0-9a-f]+ ([0-9a-f]+)", text)]
+    cold = section_ranges(a.bin, ".text.cold")
     if not cold:
         sys.exit(f"{a.bin} has no .text.cold section (not a binary BOLT split)")
-    out = subprocess.run(["nm", "--defined-only", a.bin], capture_output=True, text=True, check=True).stdout
-    address = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[1] in "tTwW":
-            address.setdefault(parts[2], int(parts[0], 16))
+    address = {name: copies[0][0] for name, copies in function_copies(a.bin).items()}
     hits = [(name, off) for name, off in fetch_faults(a.bin, a.perfdata) if name in address and
             any(start <= address[name] + off < start + size for start, size in cold)]
     print(len(hits))
@@ -165,15 +158,28 @@ def cmd_cold(a):
         print(f"  {name}+0x{off:x}")
 
 
-def function_symbols(binary):
-    """name -> size of the function symbols (local and global) in `binary`'s .symtab."""
+def function_copies(binary):
+    """name -> [(address, size)] of the function symbols (local and global) in `binary`'s .symtab, in nm's order (a
+    local name can be defined more than once)."""
     out = subprocess.run(["nm", "--defined-only", "-S", binary], capture_output=True, text=True, check=True).stdout
-    syms = {}
+    copies = collections.defaultdict(list)
     for line in out.splitlines():
         parts = line.split()
         if len(parts) == 4 and parts[2] in "tTwW":
-            syms[parts[3]] = max(syms.get(parts[3], 0), int(parts[1], 16))
-    return syms
+            copies[parts[3]].append((int(parts[0], 16), int(parts[1], 16)))
+    return copies
+
+
+def function_symbols(binary):
+    """name -> size (of its largest copy) of the function symbols in `binary`'s .symtab."""
+    return {name: max(size for _, size in c) for name, c in function_copies(binary).items()}
+
+
+def section_ranges(binary, name):
+    """[(address, size)] of `binary`'s sections called `name` (readelf's section headers)."""
+    text = subprocess.run(["readelf", "-SW", binary], capture_output=True, text=True, check=True).stdout
+    return [(int(m.group(1), 16), int(m.group(2), 16)) for m in
+            re.finditer(rf"\]\s+{re.escape(name)}\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", text)]
 
 
 def cmd_check(a):
@@ -182,19 +188,13 @@ def cmd_check(a):
         if mine != theirs:
             sys.exit(f"{a.bin} and {a.same_as} define different functions ({len(mine - theirs)} only in the first, "
                      f"{len(theirs - mine)} only in the second): not the same link")
-    out = subprocess.run(["nm", "--defined-only", "-S", a.bin], capture_output=True, text=True, check=True).stdout
-    where = collections.defaultdict(list)
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 4 and parts[2] in "tTwW":
-            where[parts[3]].append((int(parts[0], 16), int(parts[1], 16)))
+    where = function_copies(a.bin)
     wanted = [l.strip() for l in open(a.order) if l.strip()]
     found = [n for n in wanted if n in where]
     spans = [(addr, addr + size) for n in found for addr, size in where[n]]
     total = sum(e - s for s, e in spans)
     lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
-    text = subprocess.run(["readelf", "-SW", a.bin], capture_output=True, text=True, check=True).stdout
-    tsize = next(int(l.split()[5], 16) for l in text.splitlines() if re.search(r"\] \.text\s", l))
+    tsize = sum(size for _, size in section_ranges(a.bin, ".text"))
     print(f"{a.bin}: {len(found)} of {len(wanted)} ordered names found; their {len(spans)} copies "
           f"({total / 1e6:.2f} MB) span {(hi - lo) / 1e6:.2f} MB at 0x{lo:x}-0x{hi:x}; .text {tsize / 1e6:.2f} MB")
     if len(found) < a.min:
@@ -207,24 +207,24 @@ def cmd_check(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    m = sub.add_parser("make")
-    m.add_argument("bin")
-    m.add_argument("out")
-    m.add_argument("profiles", nargs="+")
-    c = sub.add_parser("check")
-    c.add_argument("bin")
-    c.add_argument("order")
+
+    def command(name, run, *positional, many):
+        p = sub.add_parser(name)
+        p.set_defaults(run=run)
+        for arg in positional:
+            p.add_argument(arg)
+        if many:
+            p.add_argument(many, nargs="+")
+        return p
+
+    command("make", cmd_make, "bin", "out", many="profiles")
+    c = command("check", cmd_check, "bin", "order", many=None)
     c.add_argument("--min", type=int, default=1)
     c.add_argument("--same-as", help="a binary that must define exactly the same function names (the plain link)")
-    n = sub.add_parser("native")
-    n.add_argument("bin")
-    n.add_argument("order")
-    n.add_argument("perfdata", nargs="+")
-    k = sub.add_parser("cold")
-    k.add_argument("bin")
-    k.add_argument("perfdata", nargs="+")
+    command("native", cmd_native, "bin", "order", many="perfdata")
+    command("cold", cmd_cold, "bin", many="perfdata")
     a = ap.parse_args()
-    {"make": cmd_make, "check": cmd_check, "native": cmd_native, "cold": cmd_cold}[a.cmd](a)
+    a.run(a)
 
 
 if __name__ == "__main__":
