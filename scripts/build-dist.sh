@@ -180,7 +180,7 @@ cp "$OUT/pimcp-shim" "$WORK/native/pimcp-shim"
 for pass in $(seq 1 "$NATIVE_PASSES"); do
   cp "$WORK/pimcp-run.ordered" "$WORK/native/pimcp-run"
   # Two runs (the timing-dependent paths differ from run to run), one per kind of host: initialize, and the
-  # 2026-07-28 stateless protocol (against an upstream that refuses it, as server-everything does).
+  # 2026-07-28 stateless protocol (against an upstream that behaves as server-everything does).
   for version in 2025-06-18 2026-07-28; do
     FIXTURE=$FIXTURE python3 bench/layout/session.py faults "$WORK/native/pimcp-run" \
       "$WORK/native/faults.$version" --version "$version" || die "native pass $pass: the session under perf failed"

@@ -23,8 +23,8 @@ Subcommands:
                  start (posix_fadvise DONTNEED, the file only), so each start pages its code in from disk.
   sections BIN   run the session once and print the resident KiB of each ELF section of BIN (from
                  /proc/PID/pagemap; needs permission to read it, e.g. root).
-  faults BIN OUT run the session once (--version V: that protocol; with 2026-07-28, the stateless one, against an
-                 upstream that refuses it and announces list changes, as server-everything does) natively under
+  faults BIN OUT run the session once (--version V: that protocol; with 2026-07-28, the stateless one, against
+                 `upstream_like_everything`: an upstream that behaves as server-everything does) natively under
                  `perf record -e page-faults -c 1 -d` (every page fault with its address) and write perf's data to
                  OUT: `order.py native` reads the instruction fetches that faulted, i.e. code the native run executes
                  that the training under callgrind did not (native CPU features, syscalls valgrind lacks, timing).
