@@ -14,10 +14,7 @@ macro_rules! out {
 /// `println!` for a command's output, through [`write_stdout`].
 macro_rules! outln {
     () => { $crate::output::write_stdout(format_args!("\n")) };
-    ($($arg:tt)*) => {{
-        $crate::output::write_stdout(format_args!($($arg)*));
-        $crate::output::write_stdout(format_args!("\n"));
-    }};
+    ($($arg:tt)*) => { $crate::output::write_stdout(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
 /// Writes a command's output. A reader that closed the pipe (`pimcp-run status | head -1`) is not an error: the rest
