@@ -20,9 +20,14 @@
 #      such a binary needs glibc >= 2.36 to start, which the machine that builds it has (RELR=0 turns it off).
 #      PIE=0 links a non-PIE executable instead: no relocations at all and ~0.4 MiB less resident, at the price of
 #      address-space randomization of the executable's own code; off unless asked for.
+#   3a. Read-only data (RODATA=1, the default): the relink is replayed once as a non-PIE executable, which serves the
+#      session under valgrind's lackey (every load's address: session.py reads); order.py data names the .rodata
+#      input sections it read (from lld's -Map of that link) and writes a linker script that puts them first in
+#      .rodata; every later relink uses it.
 #   3b. Native passes (when perf works): the laid-out binary serves the session natively under `perf record -e
-#      page-faults`; functions whose first instruction fetch faulted outside the laid-out block join it; relink; again
-#      until a pass adds none (at most NATIVE_PASSES).
+#      page-faults`; functions whose first instruction fetch faulted outside the laid-out block join it, and .rodata
+#      sections whose read faulted outside the hot block join that (order.py data-native); relink; again until a pass
+#      adds none (at most NATIVE_PASSES).
 #   3c. BOLT (when llvm-bolt is installed: Debian's bolt-16): the link replayed with --emit-relocs, instrumented by
 #      llvm-bolt, run natively through the training sessions (BOLT_RUNS times, BOLT_CALLS echo calls), then
 #      rewritten: each function's blocks that ran stay in .text in the order file's order, the rest move to
@@ -35,8 +40,9 @@
 # The result replaces target/<profile>/pimcp-run (next to its pimcp-shim); its path is printed last.
 # Needs: cargo, python3, valgrind (perf for the native passes, llvm-bolt for 3c). Env: PROFILE (dist),
 # CARGO_TARGET_DIR, FIXTURE, MIN_PLACED_PCT (95), TRAIN_CALLS (20), REUSE_LINK=1 (skip the build and replay the link
-# archive a previous run left), RELR (auto), PIE (1), NATIVE_PASSES (6; 0 skips them; skipped too when perf cannot
-# record page faults), BOLT (auto: when llvm-bolt is found; 1 requires it, 0 skips it), BOLT_RUNS (3), BOLT_CALLS (200).
+# archive a previous run left), RELR (auto), PIE (1), RODATA (1; 0 leaves .rodata in the linker's order),
+# NATIVE_PASSES (6; 0 skips them; skipped too when perf cannot record page faults), BOLT (auto: when llvm-bolt is
+# found; 1 requires it, 0 skips it), BOLT_RUNS (3), BOLT_CALLS (200).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PROFILE=${PROFILE:-dist}
@@ -84,6 +90,8 @@ esac
 # llvm-bolt from PATH or Debian's llvm-N packages (bolt-16: apt-get install bolt-16), newest first.
 LLVM_BOLT=$(command -v llvm-bolt || ls -d /usr/lib/llvm-*/bin/llvm-bolt 2>/dev/null | sort -V | tail -1 || true)
 MERGE_FDATA=$(dirname "${LLVM_BOLT:-.}")/merge-fdata
+RODATA=${RODATA:-1}
+case $RODATA in 0 | 1) ;; *) die "RODATA=$RODATA: expected 1 (default) or 0" ;; esac
 BOLT=${BOLT:-auto}
 HAVE_BOLT=0
 [ -x "$LLVM_BOLT" ] && [ -x "$MERGE_FDATA" ] && HAVE_BOLT=1
@@ -151,12 +159,32 @@ if [ "$PIE" = 0 ]; then
   grep -qx -- '-pie' "$REPRO/response.txt" || die "PIE=0: the saved link has no -pie line to drop"
   sed -i '/^-pie$/d' "$REPRO/response.txt"
 fi
-relink() {  # [OUTPUT [EXTRA LLD ARGS...]]
-  local out=${1:-$WORK/pimcp-run.ordered}
+relink() {  # [OUTPUT [EXTRA LLD ARGS...]]; lld's map of the link goes to OUTPUT.map
+  local out=${1:-$WORK/pimcp-run.ordered} script=()
   cp "$WORK/order.txt" "$REPRO/order.txt"
+  if [ -s "$WORK/rodata.txt.ld" ]; then
+    cp "$WORK/rodata.txt.ld" "$REPRO/rodata.ld"
+    script=(-T rodata.ld)
+  fi
   (cd "$REPRO" && "$LLD" -flavor gnu @response.txt --symbol-ordering-file=order.txt \
-    --no-warn-symbol-ordering "${LINK_EXTRA[@]}" "${@:2}" -o "$out") || die "the relink failed"
+    --no-warn-symbol-ordering "${script[@]}" -Map="$out.map" "${LINK_EXTRA[@]}" "${@:2}" -o "$out") ||
+    die "the relink failed"
 }
+# Read-only data: a session reads ~14 KB of .rodata's 1.8 MB, spread over a quarter of its pages, and the kernel maps
+# 64 KiB or more of the file around each fault. The sections it reads (valgrind's lackey, every load, on a non-PIE
+# link whose addresses are the map's) go first in .rodata through a linker script (order.py data).
+if [ "$RODATA" = 1 ]; then
+  say "3/4 the .rodata a served session reads, under valgrind's lackey"
+  relink "$WORK/pimcp-run.reads" -no-pie
+  mkdir -p "$WORK/reads"
+  cp "$WORK/pimcp-run.reads" "$WORK/reads/pimcp-run"
+  cp "$OUT/pimcp-shim" "$WORK/reads/pimcp-shim"
+  FIXTURE=$FIXTURE python3 bench/layout/session.py reads "$WORK/reads/pimcp-run" "$WORK/reads/reads.txt" \
+    --calls "$TRAIN_CALLS" >&2 || die "the session under lackey failed"
+  python3 bench/layout/order.py data "$WORK/pimcp-run.reads.map" "$WORK/rodata.txt" "$WORK/reads/reads.txt" >&2 ||
+    die "could not make the .rodata linker script"
+  rm -rf "$WORK/reads" "$WORK/pimcp-run.reads" "$WORK/pimcp-run.reads.map"
+fi
 relink
 if [ "$RELR" = 1 ]; then
   readelf -d "$WORK/pimcp-run.ordered" | grep -q '(RELR)' || die "RELR was asked for but the binary has no DT_RELR"
@@ -179,6 +207,8 @@ mkdir -p "$WORK/native"
 cp "$OUT/pimcp-shim" "$WORK/native/pimcp-shim"
 for pass in $(seq 1 "$NATIVE_PASSES"); do
   cp "$WORK/pimcp-run.ordered" "$WORK/native/pimcp-run"
+  # This pass's records only (perf keeps an existing output as NAME.old: the previous pass's binary's faults).
+  rm -f "$WORK/native"/faults.*
   # Two runs (the timing-dependent paths differ from run to run), one per kind of host: initialize, and the
   # 2026-07-28 stateless protocol (against an upstream that behaves as server-everything does).
   for version in 2025-06-18 2026-07-28; do
@@ -187,8 +217,16 @@ for pass in $(seq 1 "$NATIVE_PASSES"); do
   done
   ADDED=$(python3 bench/layout/order.py native "$WORK/native/pimcp-run" "$WORK/order.txt" \
     "$WORK/native"/faults.*) || die "native pass $pass: order.py native failed"
-  say "3/4 native pass $pass: $ADDED functions the native session ran outside the laid-out block"
-  [ "$ADDED" -gt 0 ] || break
+  # The data it read outside the hot .rodata block: native-only paths, and the kernel's reads for system calls
+  # (a constant written to a pipe), which lackey does not see.
+  DADDED=0
+  if [ "$RODATA" = 1 ]; then
+    DADDED=$(python3 bench/layout/order.py data-native "$WORK/native/pimcp-run" "$WORK/pimcp-run.ordered.map" \
+      "$WORK/rodata.txt" "$WORK/native"/faults.*) || die "native pass $pass: order.py data-native failed"
+  fi
+  say "3/4 native pass $pass: $ADDED functions and $DADDED .rodata sections the native session used outside the" \
+    "laid-out blocks"
+  [ "$ADDED" -gt 0 ] || [ "$DADDED" -gt 0 ] || break
   relink
 done
 rm -rf "$WORK/native"
@@ -225,14 +263,16 @@ if [ "$BOLT" = 1 ]; then
     die "llvm-bolt failed (log: $WORK/bolt/optimize.log)"
   grep -E "functions in the binary .* have non-empty execution profile|setting __hot_(start|end)" \
     "$WORK/bolt/optimize.log" | sed 's/^/build-dist:   /' >&2 || true
-  rm -rf "$WORK/bolt/train" "$WORK/bolt/profile" "$WORK/bolt/out" "$WORK/pimcp-run.relocs"
+  rm -rf "$WORK/bolt/train" "$WORK/bolt/profile" "$WORK/bolt/out" "$WORK/pimcp-run.relocs" "$WORK/pimcp-run.relocs.map"
 fi
 rm -rf "$REPRO"
 
 say "4/4 checking the ordered binary"
 MIN=$((LISTED * MIN_PLACED_PCT / 100))
+DATA_CHECK=()
+[ "$RODATA" = 1 ] && DATA_CHECK=(--data "$WORK/rodata.txt" --map "$WORK/pimcp-run.ordered.map")
 python3 bench/layout/order.py check "$WORK/pimcp-run.ordered" "$WORK/order.txt" --min "$MIN" \
-  --same-as "$WORK/pimcp-run.plain" ||
+  --same-as "$WORK/pimcp-run.plain" "${DATA_CHECK[@]}" ||
   die "the ordering was not applied"
 FINAL=$WORK/pimcp-run.ordered
 [ "$BOLT" = 1 ] && FINAL=$WORK/pimcp-run.bolt

@@ -19,7 +19,7 @@
         when fewer than N names were found, or when the span is more than 1.5x their total size (the functions
         were not placed together). --same-as PLAIN also requires BIN to define exactly PLAIN's function names.
 """
-import argparse, collections, functools, os, re, subprocess, sys
+import argparse, bisect, collections, functools, os, re, subprocess, sys
 
 
 def names_binary(binary):
@@ -103,29 +103,54 @@ def cmd_make(a):
           "not in the symbol table (skipped)")
 
 
-def fetch_faults(binary, perfdata):
-    """(symbol, offset in it) of every page fault in `perfdata` (perf record -e page-faults -d) that was an
-    instruction fetch in `binary`'s own code by the recorded process itself (the first to fault; not a child it forked,
-    whose faults between fork and exec are the child's memory), in order."""
+def process_faults(binary, data):
+    """[(address, ip, symbol, offset)] of the page faults in one `perf record -e page-faults -d` file that the recorded
+    process itself took (the first to fault; not a child it forked, whose faults between fork and exec are the child's
+    memory), in order; symbol and offset say where ip lies in `binary`'s code (None, 0 when elsewhere). An instruction
+    fetch has address == ip; a fault the kernel took reading user memory for a system call has a kernel ip."""
     is_binary = names_binary(binary)
 
-    def script(data, fields, *extra):
+    def script(fields, *extra):
         return subprocess.run(["perf", "script", "-i", data, "-F", fields, *extra], capture_output=True,
                               text=True, check=True).stdout.splitlines()
 
     # Two listings of the same events in the same order: the fault's address and ip, and the ip's symbol and object.
     faults = []
-    for data in perfdata:
-        own = None
-        for pair, where in zip(script(data, "pid,addr,ip"), script(data, "ip,sym,symoff,dso", "--no-demangle")):
-            parts, w = pair.split(), where.split()
-            own = own or parts[0]
-            if len(parts) != 3 or parts[0] != own or parts[1] != parts[2] or len(w) < 3:
-                continue  # a child's fault, or a data access rather than an instruction fetch
-            name, _, off = w[1].rpartition("+0x")
-            if is_binary(w[-1].strip("()")) and name:
-                faults.append((name, int(off, 16)))
+    own = None
+    for pair, where in zip(script("pid,addr,ip"), script("ip,sym,symoff,dso", "--no-demangle")):
+        parts, w = pair.split(), where.split()
+        own = own or parts[0]
+        if len(parts) != 3 or parts[0] != own:
+            continue
+        name, off = None, 0
+        if len(w) >= 3 and is_binary(w[-1].strip("()")):
+            name, _, hexoff = w[1].rpartition("+0x")
+            name, off = (name, int(hexoff, 16)) if name else (None, 0)
+        faults.append((int(parts[1], 16), int(parts[2], 16), name, off))
     return faults
+
+
+def fetch_faults(binary, perfdata):
+    """(symbol, offset in it) of every instruction fetch in `binary`'s own code that page-faulted in `perfdata`
+    (the recorded process's own faults), in order."""
+    return [(name, off) for data in perfdata for addr, ip, name, off in process_faults(binary, data)
+            if addr == ip and name]
+
+
+def data_faults(binary, perfdata):
+    """The link-time addresses of the data accesses (not instruction fetches) that page-faulted in `perfdata`, the
+    kernel's reads of user memory included. The runtime address of `binary` (position-independent: loaded anywhere)
+    comes from its instruction fetches, whose symbol perf names."""
+    address = {name: copies[0][0] for name, copies in function_copies(binary).items() if len(copies) == 1}
+    out = []
+    for data in perfdata:
+        faults = process_faults(binary, data)
+        bases = collections.Counter(ip - address[name] - off for _, ip, name, off in faults if name in address)
+        if not bases:
+            sys.exit(f"{data}: no instruction fetch in {binary} faulted, so where it was loaded is unknown")
+        base = bases.most_common(1)[0][0]
+        out += [addr - base for addr, ip, _, _ in faults if addr != ip]
+    return out
 
 
 def cmd_native(a):
@@ -182,6 +207,106 @@ def section_ranges(binary, name):
             re.finditer(rf"\]\s+{re.escape(name)}\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", text)]
 
 
+def map_input_sections(path, output):
+    """[(address, size, file, section)] of the input sections that lld's -Map file `path` lists in the output section
+    `output`, in address order. Its lines: VMA LMA Size Align, then the output section (one space in), an input
+    section `file:(name)` (nine) or a symbol (seventeen)."""
+    rows, inside = [], False
+    line_re = re.compile(r"^\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+\d+( +)(\S.*)$")
+    with open(path) as f:
+        for line in f:
+            m = line_re.match(line)
+            if not m:
+                continue
+            indent, what = len(m.group(3)), m.group(4)
+            if indent == 1:
+                if inside:
+                    break
+                inside = what == output
+            elif inside and indent == 9 and what.endswith(")") and ":(" in what:
+                file, _, section = what[:-1].rpartition(":(")
+                rows.append((int(m.group(1), 16), int(m.group(2), 16), file, section))
+    if not rows:
+        sys.exit(f"{path} lists no input sections in {output}")
+    return rows
+
+
+MERGED_STRINGS = re.compile(r"\.str\d+\.\d+$")
+
+
+def section_pattern(file, section):
+    """The linker-script input section description for one input section: by name alone when the name is the
+    section's own (`.rodata.<symbol>`, and lld's merged sections, listed as file `<internal>`), otherwise by archive
+    member or object file and name (a C object's plain `.rodata`)."""
+    if file == "<internal>" or (section.startswith(".rodata.") and not re.match(r"\.rodata\.cst\d+$", section)
+                                and not MERGED_STRINGS.search(section)):
+        return f"*({section})"
+    archive, member = re.fullmatch(r"(.*?)(?:\((.*)\))?", file).groups()
+    where = f"*{os.path.basename(archive)}:{member}" if member else f"*{os.path.basename(archive)}"
+    return f"{where}({section})"
+
+
+def pattern_rank(pattern):
+    """Where a pattern goes in the hot block: merged constants, sections of their own, per-file sections, and the
+    merged strings last (one large section, read sparsely)."""
+    if pattern.startswith("*(") and MERGED_STRINGS.search(pattern[2:-1]):
+        return 3
+    if re.fullmatch(r"\*\(\.rodata\.cst\d+\)", pattern):
+        return 0
+    return 1 if pattern.startswith("*(") else 2
+
+
+def write_data_order(path, patterns):
+    """Writes the hot `.rodata` input sections to `path` (one pattern a line) and the linker script that places them
+    first in `.rodata` to `path`.ld."""
+    patterns = sorted(patterns, key=pattern_rank)  # stable: each rank keeps its order
+    with open(path, "w") as f:
+        f.writelines(p + "\n" for p in patterns)
+    with open(path + ".ld", "w") as f:
+        f.write("/* bench/layout/order.py: the .rodata input sections a served session reads, then the rest. */\n"
+                "SECTIONS {\n  .rodata : {\n")
+        f.writelines(f"    {p}\n" for p in patterns)
+        f.write("    *(.rodata .rodata.* .gnu.linkonce.r.*)\n  }\n} INSERT BEFORE .eh_frame_hdr;\n")
+
+
+def containing(rows, addr):
+    """The row of `rows` (address-sorted map rows) whose bytes include `addr`, or None."""
+    i = bisect.bisect_right([r[0] for r in rows], addr) - 1
+    return rows[i] if i >= 0 and addr < rows[i][0] + rows[i][1] else None
+
+
+def cmd_data(a):
+    rows = map_input_sections(a.map, ".rodata")
+    reads = sorted(tuple(int(x, 16) for x in line.split()) for path in a.reads for line in open(path) if line.strip())
+    hot, j = [], 0
+    for addr, size, file, section in rows:  # both sorted: one walk
+        while j < len(reads) and reads[j][1] <= addr:
+            j += 1
+        if j < len(reads) and reads[j][0] < addr + size:
+            pattern = section_pattern(file, section)
+            if pattern not in hot:
+                hot.append(pattern)
+    write_data_order(a.out, hot)
+    size = sum(r[1] for r in rows if section_pattern(r[2], r[3]) in set(hot))
+    print(f"{a.out}: {len(hot)} of {len(rows)} .rodata input sections read ({size / 1e3:.0f} of "
+          f"{sum(r[1] for r in rows) / 1e3:.0f} KB); linker script {a.out}.ld")
+
+
+def cmd_data_native(a):
+    rows = map_input_sections(a.map, ".rodata")
+    hot = [l.strip() for l in open(a.hot) if l.strip()]
+    (lo, size), = section_ranges(a.bin, ".rodata")
+    added = []
+    for addr in data_faults(a.bin, a.perfdata):
+        row = containing(rows, addr) if lo <= addr < lo + size else None
+        if row:
+            pattern = section_pattern(row[2], row[3])
+            if pattern not in hot and pattern not in added:
+                added.append(pattern)
+    write_data_order(a.hot, hot + added)
+    print(len(added))
+
+
 def cmd_check(a):
     if a.same_as:
         mine, theirs = set(function_symbols(a.bin)), set(function_symbols(a.same_as))
@@ -202,6 +327,14 @@ def cmd_check(a):
     if hi - lo > 1.5 * total:
         sys.exit(f"the ordered functions are spread over {(hi - lo) / 1e6:.2f} MB for {total / 1e6:.2f} MB of code: "
                  "the ordering file was not applied")
+    if a.data:
+        hot = {l.strip() for l in open(a.data) if l.strip()}
+        is_hot = [section_pattern(file, section) in hot for _, _, file, section in map_input_sections(a.map, ".rodata")]
+        first_cold = is_hot.index(False) if False in is_hot else len(is_hot)
+        print(f"{a.bin}: .rodata starts with {first_cold} of the {sum(is_hot)} input sections {a.data} lists")
+        if any(is_hot[first_cold:]):
+            sys.exit(f"{sum(is_hot[first_cold:])} input sections {a.data} lists lie after the first one it does not "
+                     "list: the linker script was not applied")
 
 
 def main():
@@ -221,8 +354,12 @@ def main():
     c = command("check", cmd_check, "bin", "order", many=None)
     c.add_argument("--min", type=int, default=1)
     c.add_argument("--same-as", help="a binary that must define exactly the same function names (the plain link)")
+    c.add_argument("--data", help="the hot .rodata sections (order.py data) that must open .rodata (with --map)")
+    c.add_argument("--map", help="lld's -Map file of BIN's link")
     command("native", cmd_native, "bin", "order", many="perfdata")
     command("cold", cmd_cold, "bin", many="perfdata")
+    command("data", cmd_data, "map", "out", many="reads")
+    command("data-native", cmd_data_native, "bin", "map", "hot", many="perfdata")
     a = ap.parse_args()
     a.run(a)
 

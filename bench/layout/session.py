@@ -32,7 +32,7 @@ Subcommands:
 
 Env: FIXTURE (default <repo>/target/release/mcp-fixture).
 """
-import argparse, json, os, shutil, statistics, subprocess, sys, tempfile
+import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, threading
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FIXTURE = os.environ.get("FIXTURE", os.path.join(ROOT, "target", "release", "mcp-fixture"))
@@ -70,9 +70,9 @@ def config_for(version, home, cfg):
 
 
 class Session:
-    def __init__(self, argv, env):
+    def __init__(self, argv, env, pass_fds=()):
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  env=env)
+                                  env=env, pass_fds=pass_fds)
         self.next_id = 0
         # Sent in every request's `_meta` (the 2026-07-28 stateless protocol carries version and client there).
         self.request_meta = {}
@@ -208,17 +208,22 @@ def binary_rss_kb(pid, path):
     return out
 
 
+def elf_sections(path):
+    """[(name, address, file offset, size)] of `path`'s sections that occupy file space (readelf's headers)."""
+    out = subprocess.run(["readelf", "-SW", path], capture_output=True, text=True, check=True).stdout
+    secs = []
+    for line in out.splitlines():
+        parts = line.replace("[ ", "[").split()
+        if len(parts) > 6 and parts[0].startswith("[") and parts[1].startswith(".") and parts[2] != "NOBITS":
+            secs.append((parts[1], int(parts[3], 16), int(parts[4], 16), int(parts[5], 16)))
+    return secs
+
+
 def section_rss_kb(pid, path):
     """Resident KiB of `path`'s own mappings per ELF section (present bits of /proc/PID/pagemap, pages attributed to
     sections by file offset; a page shared by two sections counts for the first)."""
     real = os.path.realpath(path)
-    secs = []
-    out = subprocess.run(["readelf", "-SW", path], capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        parts = line.replace("[ ", "[").split()
-        if len(parts) > 6 and parts[0].startswith("[") and parts[1].startswith(".") and parts[2] != "NOBITS":
-            secs.append((int(parts[4], 16), int(parts[4], 16) + int(parts[5], 16), parts[1]))
-    secs.sort()
+    secs = sorted((off, off + size, name) for name, _, off, size in elf_sections(path))
     res = {}
     page = os.sysconf("SC_PAGE_SIZE")
     with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm:
@@ -324,6 +329,18 @@ def cmd_faults(a):
         shutil.rmtree(home, ignore_errors=True)
 
 
+def serve_runs(home, cfg):
+    """(protocol version, config) of the sessions a training serves."""
+    # Both sides of the 2025-11-25 protocol boundary (hosts negotiate either), and the 2026-07-28 stateless
+    # protocol (server/discover and per-request `_meta`, what the Python SDK's `Client` speaks first): without it
+    # such a host's session ran ~13 64-KiB windows of code outside the laid-out block (+1.7 MiB, session 7).
+    # The stateless session runs twice: against an upstream that behaves as server-everything does
+    # (`upstream_like_everything`), and against one that speaks 2026-07-28 too (pimcp-run's client then discovers
+    # it statelessly: session 8, 8 fetch faults in BOLT's cold region for the Python SDK client against
+    # mcp-fixture without it).
+    return [(v, config_for(v, home, cfg)) for v in ("2025-06-18", "2025-11-25", STATELESS)] + [(STATELESS, cfg)]
+
+
 def cmd_train(a):
     if not a.native and not shutil.which("valgrind"):
         sys.exit("valgrind is not installed")
@@ -344,15 +361,7 @@ def cmd_train(a):
                     "--trace-children-skip=*mcp-fixture*,*pimcp-shim*",
                     f"--callgrind-out-file={os.path.join(a.outdir, 'callgrind.' + tag + '.%p')}", a.bin]
 
-        # Both sides of the 2025-11-25 protocol boundary (hosts negotiate either), and the 2026-07-28 stateless
-        # protocol (server/discover and per-request `_meta`, what the Python SDK's `Client` speaks first): without it
-        # such a host's session ran ~13 64-KiB windows of code outside the laid-out block (+1.7 MiB, session 7).
-        # The stateless session runs twice: against an upstream that behaves as server-everything does
-        # (`upstream_like_everything`), and against one that speaks 2026-07-28 too (pimcp-run's client then discovers
-        # it statelessly: session 8, 8 fetch faults in BOLT's cold region for the Python SDK client against
-        # mcp-fixture without it).
-        runs = [(v, config_for(v, home, cfg)) for v in ("2025-06-18", "2025-11-25", STATELESS)] + [(STATELESS, cfg)]
-        for version, config in runs:
+        for version, config in serve_runs(home, cfg):
             s = Session(vg("serve") + ["--config", config], env)
             run_session(s, a.calls, version)
             rc = s.close()
@@ -385,6 +394,63 @@ def cmd_train(a):
         shutil.rmtree(home, ignore_errors=True)
 
 
+def cmd_reads(a):
+    """Every byte of BIN's .rodata a served session loads, from valgrind's lackey (each load's address and size)."""
+    if not shutil.which("valgrind"):
+        sys.exit("valgrind is not installed")
+    header = subprocess.run(["readelf", "-h", a.bin], capture_output=True, text=True, check=True).stdout
+    if "EXEC (Executable" not in header:
+        sys.exit(f"{a.bin} is position-independent: its addresses under valgrind would not be the link's (link it "
+                 "with -no-pie for this)")
+    ro = [(addr, addr + size) for name, addr, _, size in elf_sections(a.bin) if name == ".rodata"]
+    if len(ro) != 1:
+        sys.exit(f"{a.bin} has {len(ro)} .rodata sections, expected one")
+    lo, hi = ro[0]
+    touched = bytearray(hi - lo)
+
+    def mark(fd):
+        # Lackey's lines: "I  addr,size" (a fetch), " L addr,size" (load), " S" (store), " M" (modify).
+        with os.fdopen(fd, "rb", buffering=1 << 20) as log:
+            for line in log:
+                if line[:2] in (b" L", b" M"):
+                    addr, size = line[3:].split(b",")
+                    addr = int(addr, 16)
+                    if lo <= addr < hi:
+                        end = min(addr + int(size), hi)
+                        touched[addr - lo:end - lo] = b"\x01" * (end - addr)
+
+    home = tempfile.mkdtemp(prefix="pimcp-layout-reads-")
+    try:
+        env, cfg = setup(home)
+        for version, config in serve_runs(home, cfg):
+            r, w = os.pipe()
+            reader = threading.Thread(target=mark, args=(r,))
+            reader.start()
+            try:
+                s = Session(["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-fd={w}", "--trace-children=no",
+                             a.bin, "--config", config], env, pass_fds=(w,))
+            finally:
+                os.close(w)
+            run_session(s, a.calls, version)
+            rc = s.close()
+            reader.join()
+            if rc != 0:
+                raise RuntimeError(f"pimcp-run under lackey (protocol {version}) exited {rc}")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    runs = []
+    for i, b in enumerate(touched):
+        if b:
+            if runs and runs[-1][1] == lo + i:
+                runs[-1][1] += 1
+            else:
+                runs.append([lo + i, lo + i + 1])
+    with open(a.out, "w") as f:
+        f.writelines(f"{start:x} {end:x}\n" for start, end in runs)
+    print(f"{sum(touched)} bytes of .rodata read in {len(runs)} runs, on "
+          f"{len({(lo + i) >> 12 for i, b in enumerate(touched) if b})} pages of {(hi - lo + 4095) >> 12}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -410,6 +476,10 @@ def main():
     f.add_argument("out")
     f.add_argument("--calls", type=int, default=200)
     f.add_argument("--version", default="2025-06-18", help=f"protocol version; {STATELESS} for the stateless protocol")
+    d = sub.add_parser("reads")
+    d.add_argument("bin")
+    d.add_argument("out")
+    d.add_argument("--calls", type=int, default=20)
     a = ap.parse_args()
     if not os.access(FIXTURE, os.X_OK):
         sys.exit(f"missing {FIXTURE}: cargo build --release -p mcp-fixture --bins (or set FIXTURE)")
@@ -419,6 +489,8 @@ def main():
         cmd_sections(a)
     elif a.cmd == "faults":
         cmd_faults(a)
+    elif a.cmd == "reads":
+        cmd_reads(a)
     else:
         cmd_rss(a)
 
