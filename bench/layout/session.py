@@ -352,6 +352,10 @@ def cmd_train(a):
             # What a host's MCP SDK gives a stdio server unless told otherwise (its default environment).
             sdk = {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
             env = {k: v for k, v in env.items() if k in sdk or k.startswith(("PIMCP_", "PI_"))}
+        else:
+            # A user's shell also exports variables with empty values (DEBUGINFOD_URLS= on Debian; perf adds it too),
+            # whose copy takes another branch of the environment's parsing.
+            env["PIMCP_LAYOUT_EMPTY"] = ""
         env.update({f"PIMCP_LAYOUT_PAD_{i}": str(i) for i in range(a.env_pad)})
 
         def vg(tag):

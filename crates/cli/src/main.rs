@@ -5,7 +5,7 @@
 #![allow(clippy::print_stdout, reason = "a command's output is printed to stdout")]
 
 #[macro_use]
-mod output; // first: its `out!` / `outln!` macros are used by the modules below
+mod output; // first: its `out!` / `outln!` / `err!` / `errln!` macros are used by the modules below
 mod commands;
 mod libm_shim;
 mod progress;
@@ -58,6 +58,18 @@ pub(crate) struct Cli {
     pub command: Option<commands::Command>,
 }
 
+/// argv\[1\] that makes pimcp-run panic inside `catch_unwind` and exit 0 once the panic is caught: a binary that
+/// cannot unwind aborts instead (SIGABRT). `scripts/build-dist.sh` runs it on the binary it rewrote after linking
+/// (BOLT moves landing pads to cold code; the unwinder is linked in statically): a panic in one task must stay that
+/// task's, never end the process and every server with it.
+const UNWIND_CHECK_ARG: &str = "__pimcp_unwind_check__";
+
+fn unwind_check() -> i32 {
+    std::panic::set_hook(Box::new(|_| {}));
+    let caught = std::panic::catch_unwind(|| std::panic::panic_any(UNWIND_CHECK_ARG)).is_err();
+    if caught { 0 } else { 1 }
+}
+
 fn main() -> ExitCode {
     // pimcp-run is its own guardian shim for stdio servers (`pimcp-run __pimcp_shim__ …` never returns).
     pimcp_actors::shim_main_if_requested();
@@ -72,7 +84,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             let message = output::error_chain(&err);
-            eprintln!("pimcp-run: {message}");
+            errln!("pimcp-run: {message}");
             let code = commands::exit_code_for(&err);
             if json {
                 let _ = output::print_json(&serde_json::json!({
@@ -93,6 +105,9 @@ impl Cli {
     /// out of its resident memory (docs/benchmarks.md, "Session 7"); a test holds both readings to the same result.
     fn from_env() -> Cli {
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+        if args.first().is_some_and(|arg| arg == UNWIND_CHECK_ARG) {
+            std::process::exit(unwind_check());
+        }
         Cli::server_args(&args).unwrap_or_else(Cli::parse)
     }
 

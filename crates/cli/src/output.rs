@@ -17,6 +17,24 @@ macro_rules! outln {
     ($($arg:tt)*) => { $crate::output::write_stdout(format_args!("{}\n", format_args!($($arg)*))) };
 }
 
+/// `eprint!` for messages to the user, through [`write_stderr`].
+macro_rules! err {
+    ($($arg:tt)*) => { $crate::output::write_stderr(format_args!($($arg)*)) };
+}
+
+/// `eprintln!` for messages to the user, through [`write_stderr`].
+macro_rules! errln {
+    () => { $crate::output::write_stderr(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::output::write_stderr(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// Writes a message to stderr. A stderr that fails (a host that closed the pipe it read our log from, `pimcp-run
+/// status 2>&1 | head -1`) loses the message, never the process: `eprint!` panics there, and a stdio server would
+/// die with the host's session. There is nowhere left to report the failure.
+pub(crate) fn write_stderr(args: std::fmt::Arguments<'_>) {
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
 /// Writes a command's output. A reader that closed the pipe (`pimcp-run status | head -1`) is not an error: the rest
 /// is dropped and the command ends with its own exit code (`print!` would panic). Any other failure is reported on
 /// stderr once per write.
@@ -24,7 +42,7 @@ pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
     match std::io::stdout().lock().write_fmt(args) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => eprintln!("pimcp-run: writing to stdout failed: {e}"),
+        Err(e) => errln!("pimcp-run: writing to stdout failed: {e}"),
     }
 }
 

@@ -71,7 +71,7 @@ pub(crate) fn init() -> Telemetry {
                 Some(layer)
             }
             Err(e) => {
-                eprintln!("pimcp-run: OpenTelemetry export disabled: {e}");
+                errln!("pimcp-run: OpenTelemetry export disabled: {e}");
                 None
             }
         }
@@ -104,7 +104,7 @@ pub(crate) fn shutdown() {
     if let Some(provider) = provider
         && let Err(e) = provider.shutdown()
     {
-        eprintln!("pimcp-run: flushing OpenTelemetry spans failed: {e}");
+        errln!("pimcp-run: flushing OpenTelemetry spans failed: {e}");
     }
 }
 
@@ -129,7 +129,7 @@ pub(crate) fn shutdown_within(bound: Duration) -> bool {
     match flush {
         Ok(_) => finished.recv_timeout(bound).is_ok(),
         Err(e) => {
-            eprintln!("pimcp-run: cannot start the OpenTelemetry flush: {e}");
+            errln!("pimcp-run: cannot start the OpenTelemetry flush: {e}");
             false
         }
     }
@@ -195,7 +195,7 @@ fn otel_layer(service: Option<String>) -> anyhow::Result<(OtelLayer, SdkTracerPr
         std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
         && protocol.trim() != "http/protobuf"
     {
-        eprintln!("pimcp-run: OTLP protocol {protocol:?} is not supported; exporting with http/protobuf");
+        errln!("pimcp-run: OTLP protocol {protocol:?} is not supported; exporting with http/protobuf");
     }
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()

@@ -10,6 +10,7 @@
 #![no_main]
 
 use std::ffi::{c_char, c_int};
+use std::io::Write as _;
 
 #[allow(
     unsafe_code,
@@ -23,7 +24,8 @@ extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
     pimcp_actors::process::shim_main_if_requested();
-    eprintln!(
+    let _ = writeln!(
+        std::io::stderr(),
         "pimcp-shim is started by pimcp, not by hand: {} {} <parent-pid> <program> [args...]",
         pimcp_actors::process::SHIM_BINARY,
         pimcp_actors::process::SHIM_ARG

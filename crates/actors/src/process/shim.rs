@@ -29,6 +29,15 @@
 //! `pre_exec` hook unblocks everything (a server with `SIGTERM` blocked could never be stopped gracefully, one with
 //! `SIGCHLD` blocked cannot manage children). The shim ignores no signal, so dispositions are what pimcp had.
 
+/// `eprintln!` that cannot panic: the shim writes to the server's stderr, and a write that fails (the reader gone)
+/// must not turn the guardian into a panicking process.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -74,7 +83,7 @@ pub fn shim_main_if_requested() {
 pub fn run_standby(args: Vec<OsString>) -> i32 {
     let parent: Option<u32> = args.first().and_then(|p| p.to_str().and_then(|p| p.parse().ok()));
     let (Some(parent), 1) = (parent, args.len()) else {
-        eprintln!("pimcp-shim: usage: pimcp-shim {STANDBY_ARG} <parent-pid> (then the spec on stdin)");
+        say!("pimcp-shim: usage: pimcp-shim {STANDBY_ARG} <parent-pid> (then the spec on stdin)");
         return EXIT_USAGE;
     };
     imp::run_standby(parent)
@@ -222,7 +231,7 @@ pub fn run_shim(args: Vec<OsString>) -> i32 {
     let mut args = args.into_iter();
     let parent: Option<u32> = args.next().and_then(|p| p.to_str().and_then(|p| p.parse().ok()));
     let (Some(parent), Some(program)) = (parent, args.next()) else {
-        eprintln!("pimcp-shim: usage: pimcp-shim {SHIM_ARG} <parent-pid> <program> [args...]");
+        say!("pimcp-shim: usage: pimcp-shim {SHIM_ARG} <parent-pid> <program> [args...]");
         return EXIT_USAGE;
     };
     let rest: Vec<OsString> = args.collect();
@@ -268,7 +277,7 @@ mod imp {
             // Never used: nothing to guard.
             Ok(None) => return 0,
             Err(e) => {
-                eprintln!("pimcp-shim: cannot read what to run from stdin: {e}");
+                say!("pimcp-shim: cannot read what to run from stdin: {e}");
                 return EXIT_USAGE;
             }
         };
@@ -290,19 +299,19 @@ mod imp {
         // pimcp spawns us without a `pre_exec` hook (posix_spawn): start from an empty mask and default
         // dispositions ourselves, as the server will (an inherited ignored SIGCHLD would even stop us from reaping it).
         if let Err(e) = sys::reset_signal_mask() {
-            eprintln!("pimcp-shim: cannot reset the signal mask: {e}");
+            say!("pimcp-shim: cannot reset the signal mask: {e}");
         }
         // Block first: everything below is then collected by sigtimedwait and nothing can kill us half-way.
         let signals =
             match sys::SignalSet::block(&[libc::SIGCHLD, libc::SIGUSR1, libc::SIGTERM, libc::SIGINT, libc::SIGHUP]) {
                 Ok(s) => s,
                 Err(e) => {
-                    eprintln!("pimcp-shim: cannot block signals: {e}");
+                    say!("pimcp-shim: cannot block signals: {e}");
                     return Err(EXIT_CANNOT_START);
                 }
             };
         if let Err(e) = sys::set_parent_death_signal(libc::SIGUSR1) {
-            eprintln!("pimcp-shim: cannot arm the parent-death signal: {e}");
+            say!("pimcp-shim: cannot arm the parent-death signal: {e}");
         }
         if sys::parent_pid() != parent {
             // pimcp died before we were armed: there is nothing to guard.
@@ -330,7 +339,7 @@ mod imp {
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("pimcp-shim: cannot start `{}`: {e}", program.to_string_lossy());
+                say!("pimcp-shim: cannot start `{}`: {e}", program.to_string_lossy());
                 return EXIT_CANNOT_START;
             }
         };
@@ -401,7 +410,7 @@ mod imp {
             let _ = sys::signal_group_member(pid, group, libc::SIGKILL);
         }
         if !watch(KILL_WAIT) {
-            eprintln!("pimcp-shim: processes of group {group} survived SIGKILL for {KILL_WAIT:?}");
+            say!("pimcp-shim: processes of group {group} survived SIGKILL for {KILL_WAIT:?}");
         }
     }
 
@@ -428,7 +437,7 @@ mod imp {
         match Command::new(&program).args(&args).status() {
             Ok(status) => status.code().unwrap_or(1),
             Err(e) => {
-                eprintln!("pimcp-shim: cannot start `{}`: {e}", program.to_string_lossy());
+                say!("pimcp-shim: cannot start `{}`: {e}", program.to_string_lossy());
                 super::EXIT_CANNOT_START
             }
         }
@@ -439,7 +448,7 @@ mod imp {
             Ok(Some(spec)) => spec,
             Ok(None) => return 0,
             Err(e) => {
-                eprintln!("pimcp-shim: cannot read what to run from stdin: {e}");
+                say!("pimcp-shim: cannot read what to run from stdin: {e}");
                 return super::EXIT_USAGE;
             }
         };
@@ -452,7 +461,7 @@ mod imp {
         match status {
             Ok(status) => status.code().unwrap_or(1),
             Err(e) => {
-                eprintln!("pimcp-shim: cannot start `{}`: {e}", spec.program.to_string_lossy());
+                say!("pimcp-shim: cannot start `{}`: {e}", spec.program.to_string_lossy());
                 super::EXIT_CANNOT_START
             }
         }

@@ -84,8 +84,8 @@ fn login(ctx: &Ctx, args: ServerArgs) -> anyhow::Result<u8> {
         let handle = session.handle();
         let server = args.server.as_str();
         let start = handle.auth_start(server).await?;
-        eprintln!("Open this URL to authorize `{server}`:\n\n  {}\n", start.url);
-        eprintln!(
+        errln!("Open this URL to authorize `{server}`:\n\n  {}\n", start.url);
+        errln!(
             "Waiting for the browser's redirect (up to {} min). If the browser runs on another machine, it is sent to \
              a page that does not load: copy that page's URL and paste it here (then Enter), or run\n  pimcp-run auth \
              complete {server} 'URL'",
@@ -103,7 +103,7 @@ fn login(ctx: &Ctx, args: ServerArgs) -> anyhow::Result<u8> {
                     Ok(()) => return Ok(()),
                     // Stored, but the reconnect failed: the login itself worked.
                     Err(e) if e.category() != ErrorCategory::NeedsAuth => return Err(e),
-                    Err(e) => eprintln!("not accepted: {e}"),
+                    Err(e) => errln!("not accepted: {e}"),
                 }
             }
             // stdin closed: only the browser can finish it now.
@@ -113,7 +113,7 @@ fn login(ctx: &Ctx, args: ServerArgs) -> anyhow::Result<u8> {
             done = listener => done?,
             done = pasted => {
                 if let Err(e) = done {
-                    eprintln!("logged in, but connecting failed: {e}");
+                    errln!("logged in, but connecting failed: {e}");
                 }
             }
         }
@@ -154,7 +154,7 @@ fn complete(ctx: &Ctx, args: CompleteArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_OK);
         }
         Some(Err(connect)) => {
-            eprintln!("logged in, but connecting failed: {connect}");
+            errln!("logged in, but connecting failed: {connect}");
             outln!("logged in to {}", args.server);
             return Ok(EXIT_OK);
         }

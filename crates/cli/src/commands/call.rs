@@ -75,7 +75,7 @@ pub(crate) fn run(ctx: &Ctx, args: CallArgs) -> anyhow::Result<u8> {
         if args.json {
             print_json(&call_json(resolved.as_deref(), &response))?;
         } else if response.is_error() {
-            eprintln!("pimcp-run: {}", response.text());
+            errln!("pimcp-run: {}", response.text());
         } else {
             out!("{}", render_human(&response)?);
         }

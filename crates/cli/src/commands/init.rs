@@ -58,7 +58,7 @@ pub(crate) fn run(ctx: &Ctx, args: InitArgs) -> anyhow::Result<u8> {
     let confirmed = if args.yes {
         true
     } else if std::io::stdin().is_terminal() {
-        eprint!("Write it (a backup of the current file is kept)? [y/N] ");
+        err!("Write it (a backup of the current file is kept)? [y/N] ");
         let _ = std::io::stderr().flush();
         let mut answer = String::new();
         std::io::stdin().lock().read_line(&mut answer)?;

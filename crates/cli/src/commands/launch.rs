@@ -52,13 +52,13 @@ fn serve_stdio(ctx: &Ctx) -> ! {
                     EXIT_OK
                 }
                 Err(e) => {
-                    eprintln!("pimcp-run: {e}");
+                    errln!("pimcp-run: {e}");
                     EXIT_FAILED
                 }
             }
         }
         Err(e) => {
-            eprintln!("pimcp-run: cannot start the async runtime: {e}");
+            errln!("pimcp-run: cannot start the async runtime: {e}");
             EXIT_FAILED
         }
     };
@@ -81,14 +81,14 @@ fn dedicated_shim() -> Option<PathBuf> {
 }
 
 fn hint(ctx: &Ctx) -> anyhow::Result<u8> {
-    eprint!(
+    err!(
         "pimcp-run fronts all your MCP servers with one `mcp` tool. Hosts (Claude Code, Cursor, Codex, Pi, Zed, VS Code, …)\n\
          start it over stdio; add this entry to the host's MCP config:\n\n  {HOST_ENTRY}\n\n"
     );
     let snapshot = block_on(with_session(ctx, SessionOptions::default(), async |session| {
         Ok(session.handle().status())
     }))?;
-    eprint!("{}", status::render(&snapshot, Style::stderr(), SystemTime::now()));
-    eprintln!("\nRun `pimcp-run --help` for the commands (status, search, describe, call, connect, prompts, …).");
+    err!("{}", status::render(&snapshot, Style::stderr(), SystemTime::now()));
+    errln!("\nRun `pimcp-run --help` for the commands (status, search, describe, call, connect, prompts, …).");
     Ok(EXIT_OK)
 }

@@ -94,7 +94,7 @@ pub(crate) fn run(ctx: &Ctx, args: ServeArgs) -> anyhow::Result<u8> {
         let listener = pimcp_proxy::bind(args.http, &http).await?;
         let local = listener.local_addr()?;
         // The one line operators and scripts look for (port 0 resolves here).
-        eprintln!("pimcp-run: serving MCP on http://{local}{}", pimcp_proxy::MCP_PATH);
+        errln!("pimcp-run: serving MCP on http://{local}{}", pimcp_proxy::MCP_PATH);
         let (runtime, proxy, bridge, config) = start(options).await?;
         let reloader = crate::reload::spawn(ctx.opts.clone(), proxy.clone(), config);
         let served = pimcp_proxy::serve_http(runtime, proxy, bridge, listener, http, serve_options).await;
@@ -155,7 +155,7 @@ pub(crate) fn attach(url: &str, token_file: Option<&Path>) -> anyhow::Result<u8>
     let code = match outcome {
         Ok(()) => EXIT_OK,
         Err(e) => {
-            eprintln!("pimcp-run: {e}");
+            errln!("pimcp-run: {e}");
             EXIT_FAILED
         }
     };
@@ -182,7 +182,7 @@ fn exit_on_second_signal() {
             };
             seen += 1;
             if seen >= 2 {
-                eprintln!("pimcp-run: second signal, exiting now");
+                errln!("pimcp-run: second signal, exiting now");
                 // Spans already ended still reach the collector (bounded: this exit must stay immediate).
                 crate::telemetry::shutdown_within(crate::telemetry::EXIT_FLUSH_BOUND);
                 std::process::exit(code);

@@ -40,7 +40,7 @@ pub(crate) fn load_config(ctx: &Ctx) -> Config {
     let config = pimcp_config::load(&ctx.opts);
     let errors = config.problems.iter().filter(|p| p.is_error()).count();
     if errors > 0 {
-        eprintln!(
+        errln!(
             "pimcp-run: {errors} configuration error{}; run `pimcp-run config check` for details",
             if errors == 1 { "" } else { "s" }
         );

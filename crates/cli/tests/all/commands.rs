@@ -1,6 +1,6 @@
 //! Exit codes, the no-command hint, `config show/check/schema/import`, `init` and `trust` through the binary.
 
-use crate::support::Sandbox;
+use crate::support::{Sandbox, Stream};
 
 #[test]
 fn version_help_and_usage_errors() {
@@ -74,7 +74,7 @@ fn a_closed_stdout_pipe_ends_commands_quietly() {
         &["status"],
         &["search", "echo"],
     ] {
-        let run = sb.run_into_closed_pipe(args);
+        let run = sb.run_with_closed_pipe(args, Stream::Stdout);
         assert!(!run.stderr.contains("panicked"), "{args:?}: {}", run.stderr);
         assert_eq!(run.code, sb.run(args).code, "{args:?}: {}", run.stderr);
     }
@@ -261,4 +261,32 @@ fn pimcp_run_does_not_load_libm() {
         !binary.windows(b"libm.so".len()).any(|w| w == b"libm.so"),
         "pimcp-run names libm.so: a dependency calls a libm function other than pow and log2"
     );
+}
+
+/// A stderr whose reader is gone (a host that closed the pipe it read our log from, `2>&1 | head -1`) loses the
+/// messages, not the process: `eprintln!` panicked there (exit 101 instead of the command's own code).
+#[test]
+fn a_closed_stderr_pipe_keeps_exit_codes() {
+    let sb = Sandbox::new();
+    sb.write(sb.global(), r#"{"mcpServers": {"a": {"command": "true"}}}"#);
+    for args in [
+        &["--config", "/nonexistent/pimcp.json", "status"][..],
+        &["call", "a_nothing"],
+        &["describe", "nothing"],
+        &["status"],
+    ] {
+        let closed = sb.run_with_closed_pipe(args, Stream::Stderr);
+        let open = sb.run(args);
+        assert!(!open.stderr.contains("panicked"), "{args:?}: {}", open.stderr);
+        assert_eq!(closed.code, open.code, "{args:?}: {}", open.stderr);
+    }
+}
+
+/// The hidden check `scripts/build-dist.sh` runs on the binary it rewrites: a panic is caught, exit 0, nothing printed.
+#[test]
+fn the_unwind_check_catches_its_panic() {
+    let sb = Sandbox::new();
+    let run = sb.run(&["__pimcp_unwind_check__"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stderr, "", "{run:?}");
 }

@@ -108,18 +108,31 @@ impl Sandbox {
         }
     }
 
-    /// Runs `pimcp-run` with stdout a pipe whose reader is already closed (`pimcp-run … | head -0`): every write to
-    /// stdout fails with EPIPE. `stdout` of the result is empty.
-    pub fn run_into_closed_pipe(&self, args: &[&str]) -> Run {
+    /// Runs `pimcp-run` with `stream` a pipe whose reader is already closed (`pimcp-run … | head -0`): every write to
+    /// it fails with EPIPE. That stream of the result is empty.
+    pub fn run_with_closed_pipe(&self, args: &[&str], stream: Stream) -> Run {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
-        let out = self.command(args).stdin(Stdio::null()).stdout(writer).output().unwrap();
+        let mut command = self.command(args);
+        command.stdin(Stdio::null());
+        match stream {
+            Stream::Stdout => command.stdout(writer),
+            Stream::Stderr => command.stderr(writer),
+        };
+        let out = command.output().unwrap();
         Run {
             code: out.status.code().unwrap_or(-1),
-            stdout: String::new(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
     }
+}
+
+/// One of the process's output streams.
+#[derive(Clone, Copy, Debug)]
+pub enum Stream {
+    Stdout,
+    Stderr,
 }
 
 impl Sandbox {
