@@ -92,8 +92,6 @@ LLVM_BOLT=$(command -v llvm-bolt || ls -d /usr/lib/llvm-*/bin/llvm-bolt 2>/dev/n
 MERGE_FDATA=$(dirname "${LLVM_BOLT:-.}")/merge-fdata
 RODATA=${RODATA:-1}
 case $RODATA in 0 | 1) ;; *) die "RODATA=$RODATA: expected 1 (default) or 0" ;; esac
-STATIC_LIBGCC=${STATIC_LIBGCC:-1}
-case $STATIC_LIBGCC in 0 | 1) ;; *) die "STATIC_LIBGCC=$STATIC_LIBGCC: expected 1 (default) or 0" ;; esac
 BOLT=${BOLT:-auto}
 HAVE_BOLT=0
 [ -x "$LLVM_BOLT" ] && [ -x "$MERGE_FDATA" ] && HAVE_BOLT=1
@@ -161,17 +159,6 @@ if [ "$PIE" = 0 ]; then
   grep -qx -- '-pie' "$REPRO/response.txt" || die "PIE=0: the saved link has no -pie line to drop"
   sed -i '/^-pie$/d' "$REPRO/response.txt"
 fi
-# The unwinder linked in (libgcc_eh.a and libgcc.a, what `-static-libgcc` links) instead of loaded from libgcc_s.so.1:
-# one shared object less to map at every start (~0.1 MiB resident). Panics unwind as before (step 4 checks it).
-if [ "$STATIC_LIBGCC" = 1 ]; then
-  EH=$(cc -print-file-name=libgcc_eh.a)
-  GCC_A=$(cc -print-file-name=libgcc.a)
-  [ -f "$EH" ] && [ -f "$GCC_A" ] || die "STATIC_LIBGCC=1: cc names no libgcc_eh.a / libgcc.a ($EH, $GCC_A)"
-  grep -qx -- '-l gcc_s' "$REPRO/response.txt" || die "STATIC_LIBGCC=1: the saved link has no '-l gcc_s' line"
-  # Absolute paths are read under lld's --chroot (the extracted archive).
-  for lib in "$EH" "$GCC_A"; do mkdir -p "$REPRO$(dirname "$lib")" && cp "$lib" "$REPRO$lib"; done
-  sed -i "s|^-l gcc_s\$|$EH\n$GCC_A|" "$REPRO/response.txt"
-fi
 relink() {  # [OUTPUT [EXTRA LLD ARGS...]]; lld's map of the link goes to OUTPUT.map
   local out=${1:-$WORK/pimcp-run.ordered} script=()
   cp "$WORK/order.txt" "$REPRO/order.txt"
@@ -204,9 +191,6 @@ if [ "$RELR" = 1 ]; then
 fi
 if [ "$PIE" = 0 ]; then
   readelf -h "$WORK/pimcp-run.ordered" | grep -q 'EXEC (Executable' || die "PIE=0 but the binary is still PIE"
-fi
-if [ "$STATIC_LIBGCC" = 1 ]; then
-  ! readelf -d "$WORK/pimcp-run.ordered" | grep -q 'libgcc_s' || die "STATIC_LIBGCC=1 but the binary still needs libgcc_s"
 fi
 
 # Native passes: the training ran under callgrind, which lacks some CPU features (SHA-NI) and syscalls (pidfd_open)
@@ -287,7 +271,6 @@ say "4/4 checking the ordered binary"
 MIN=$((LISTED * MIN_PLACED_PCT / 100))
 DATA_CHECK=()
 [ "$RODATA" = 1 ] && DATA_CHECK=(--data "$WORK/rodata.txt" --map "$WORK/pimcp-run.ordered.map")
-[ "$STATIC_LIBGCC" = 1 ] && DATA_CHECK+=(--linked-in "$EH" "$GCC_A")
 python3 bench/layout/order.py check "$WORK/pimcp-run.ordered" "$WORK/order.txt" --min "$MIN" \
   --same-as "$WORK/pimcp-run.plain" "${DATA_CHECK[@]}" ||
   die "the ordering was not applied"
@@ -298,8 +281,9 @@ cp "$FINAL" "$WORK/smoke/pimcp-run"
 cp "$OUT/pimcp-shim" "$WORK/smoke/pimcp-shim"
 FIXTURE=$FIXTURE python3 bench/layout/session.py rss "$WORK/smoke/pimcp-run" --rounds 1 --calls 20 >&2 ||
   die "the final binary failed the session"
-# A panic must unwind to its catch (a task's panic stays the task's): BOLT moved the landing pads, and the unwinder
-# may be linked in. A binary that cannot unwind aborts here.
+# A panic must unwind to its catch (a task's panic stays the task's), and BOLT moved the landing pads. A binary that
+# cannot unwind aborts or crashes here (session 9: with the unwinder linked in statically, libgcc_eh.a instead of
+# libgcc_s.so.1, every BOLT-rewritten binary crashed in _Unwind_Find_FDE; that link was dropped).
 "$WORK/smoke/pimcp-run" __pimcp_unwind_check__ || die "the final binary does not unwind a panic (exit $?)"
 if [ "$BOLT" = 1 ] && [ "$NATIVE_PASSES" -gt 0 ]; then
   # How well the profile covered the native session: each fetch fault in .text.cold maps a 64 KiB window.

@@ -14,10 +14,20 @@
   order.py cold BIN PERFDATA...   counts the instruction fetches that page-faulted (`session.py faults` on BIN) in
         BIN's `.text.cold`: BOLT's region for the blocks its profile never saw run (scripts/build-dist.sh step 3c).
         Each maps a 64 KiB window of code the session barely uses. Prints the count, then the faulting symbols.
+  order.py data MAP OUT READS...   writes OUT, the .rodata input sections (as linker-script patterns) that overlap
+        the ranges a served session read (`session.py reads`, on the link whose lld -Map file is MAP), and OUT.ld, a
+        linker script that puts them first in .rodata, right after the dynamic linker's tables. A session reads ~14 KB
+        of the 1.8 MB, but the kernel maps whole page-cache folios (64-128 KiB) around each fault, so spread reads
+        keep ~1.1 MiB resident.
+  order.py data-native BIN MAP OUT PERFDATA...   adds to OUT (and rewrites OUT.ld) the .rodata input sections of
+        BIN (laid out by OUT.ld; MAP is its link's map) whose read page-faulted in a PERFDATA outside the hot block:
+        native-only paths and the kernel's reads of user memory for a system call (a constant written to a pipe),
+        which lackey does not see. Prints how many were added.
   order.py check BIN ORDERFILE [--min N]   reads BIN's symbol table and reports how many listed names it defines
         as functions and how large the address span they occupy is, against the sum of their sizes. Exits non-zero
         when fewer than N names were found, or when the span is more than 1.5x their total size (the functions
-        were not placed together). --same-as PLAIN also requires BIN to define exactly PLAIN's function names.
+        were not placed together). --same-as PLAIN also requires BIN to define exactly PLAIN's function names;
+        --data OUT --map MAP requires .rodata to start with OUT's sections.
 """
 import argparse, bisect, collections, functools, os, re, subprocess, sys
 
@@ -183,11 +193,10 @@ def cmd_cold(a):
         print(f"  {name}+0x{off:x}")
 
 
-def function_copies(*binaries):
-    """name -> [(address, size)] of the function symbols (local and global) in the .symtab of `binaries` (a binary,
-    or the members of static archives), in nm's order (a local name can be defined more than once)."""
-    out = subprocess.run(["nm", "--defined-only", "-S", *binaries], capture_output=True, text=True,
-                         check=True).stdout
+def function_copies(binary):
+    """name -> [(address, size)] of the function symbols (local and global) in `binary`'s .symtab, in nm's order (a
+    local name can be defined more than once)."""
+    out = subprocess.run(["nm", "--defined-only", "-S", binary], capture_output=True, text=True, check=True).stdout
     copies = collections.defaultdict(list)
     for line in out.splitlines():
         parts = line.split()
@@ -314,9 +323,6 @@ def cmd_data_native(a):
 def cmd_check(a):
     if a.same_as:
         mine, theirs = set(function_symbols(a.bin)), set(function_symbols(a.same_as))
-        # What the relink added on purpose: the functions of the archives it links instead of a shared library.
-        added = set(function_copies(*a.linked_in)) if a.linked_in else set()
-        mine -= added - theirs
         if mine != theirs:
             sys.exit(f"{a.bin} and {a.same_as} define different functions ({len(mine - theirs)} only in the first, "
                      f"{len(theirs - mine)} only in the second): not the same link")
@@ -361,8 +367,6 @@ def main():
     c = command("check", cmd_check, "bin", "order", many=None)
     c.add_argument("--min", type=int, default=1)
     c.add_argument("--same-as", help="a binary that must define exactly the same function names (the plain link)")
-    c.add_argument("--linked-in", nargs="+", help="static archives the relink links in: their functions may be in "
-                   "BIN and not in --same-as")
     c.add_argument("--data", help="the hot .rodata sections (order.py data) that must open .rodata (with --map)")
     c.add_argument("--map", help="lld's -Map file of BIN's link")
     command("native", cmd_native, "bin", "order", many="perfdata")

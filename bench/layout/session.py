@@ -16,7 +16,11 @@ Subcommands:
                  instrumentation, scripts/build-dist.sh step 3c); OUTDIR is then unused. --env-pad N adds N
                  variables to the environment (how many a user's shell has varies, and with it the paths the
                  environment's sort and growth take at start); --minimal-env keeps only the six variables the MCP
-                 SDKs pass a stdio server by default (HOME, LOGNAME, PATH, SHELL, TERM, USER) plus pimcp's own.
+                 SDKs pass a stdio server by default (HOME, LOGNAME, PATH, SHELL, TERM, USER) plus pimcp's own;
+                 without it, one variable with an empty value is added (users' shells have such).
+  reads BIN OUT  run the served sessions of `train` with BIN (a non-PIE executable: its addresses are the link's)
+                 under valgrind's lackey, which reports every load, and write to OUT the address ranges of BIN's
+                 .rodata they read, one `start end` (hex) a line: `order.py data` turns them into a linker script.
   rss BIN...     start each binary in turn, alternating (--rounds N), run the session and print per binary the
                  medians of VmHWM, RssAnon, RssFile, the Rss of the binary's own mappings and the minor/major page
                  faults, read from /proc right before EOF. --evict drops the binary's page-cache pages before each
