@@ -80,6 +80,13 @@ class Session:
         self.next_id = 0
         # Sent in every request's `_meta` (the 2026-07-28 stateless protocol carries version and client there).
         self.request_meta = {}
+        # JSON as Python's json.dumps writes it (", " and ": "), or compact, as the MCP SDKs send it (pydantic's
+        # JSON, serde_json, JSON.stringify): the parsers' whitespace paths differ.
+        self.separators = None
+
+    def send(self, msg):
+        self.p.stdin.write((json.dumps(msg, separators=self.separators) + "\n").encode())
+        self.p.stdin.flush()
 
     def rpc(self, method, params=None):
         self.next_id += 1
@@ -90,8 +97,7 @@ class Session:
             params["_meta"] = dict(self.request_meta, **params.get("_meta", {}))
         if params is not None:
             msg["params"] = params
-        self.p.stdin.write((json.dumps(msg) + "\n").encode())
-        self.p.stdin.flush()
+        self.send(msg)
         while True:
             line = self.p.stdout.readline()
             if not line:
@@ -103,8 +109,7 @@ class Session:
                 return m["result"]
 
     def notify(self, method):
-        self.p.stdin.write((json.dumps({"jsonrpc": "2.0", "method": method}) + "\n").encode())
-        self.p.stdin.flush()
+        self.send({"jsonrpc": "2.0", "method": method})
 
     def mcp(self, args, expect_error=False, meta=None):
         params = {"name": "mcp", "arguments": args}
@@ -121,8 +126,7 @@ class Session:
         self.next_id += 1
         msg = {"jsonrpc": "2.0", "id": self.next_id, "method": "tools/call",
                "params": {"name": "mcp", "arguments": args, "_meta": {"progressToken": "cut"}}}
-        self.p.stdin.write((json.dumps(msg) + "\n").encode())
-        self.p.stdin.flush()
+        self.send(msg)
         while True:
             line = self.p.stdout.readline()
             if not line:
@@ -148,7 +152,8 @@ STATELESS = "2026-07-28"
 def run_session(s, calls, version="2025-06-18"):
     if version == STATELESS:
         # No initialize: `server/discover`, then each request carries the version and client in its `_meta` (what
-        # the Python SDK's `Client` does first).
+        # the Python SDK's `Client` does first), in compact JSON as the SDKs write it.
+        s.separators = (",", ":")
         s.request_meta = {"io.modelcontextprotocol/protocolVersion": STATELESS,
                           "io.modelcontextprotocol/clientInfo": {"name": "layout-session", "version": "1"},
                           "io.modelcontextprotocol/clientCapabilities": {}}
