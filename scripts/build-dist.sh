@@ -23,7 +23,7 @@
 #   3a. Read-only data (RODATA=1, the default): the relink is replayed once as a non-PIE executable, which serves the
 #      session under valgrind's lackey (every load's address: session.py reads); order.py data names the .rodata
 #      input sections it read (from lld's -Map of that link) and writes a linker script that puts them first in
-#      .rodata; every later relink uses it.
+#      .rodata, and .rodata right after the dynamic linker's tables; every later relink uses it.
 #   3b. Native passes (when perf works): the laid-out binary serves the session natively under `perf record -e
 #      page-faults`; functions whose first instruction fetch faulted outside the laid-out block join it, and .rodata
 #      sections whose read faulted outside the hot block join that (order.py data-native); relink; again until a pass
@@ -263,7 +263,8 @@ if [ "$BOLT" = 1 ]; then
     die "llvm-bolt failed (log: $WORK/bolt/optimize.log)"
   grep -E "functions in the binary .* have non-empty execution profile|setting __hot_(start|end)" \
     "$WORK/bolt/optimize.log" | sed 's/^/build-dist:   /' >&2 || true
-  rm -rf "$WORK/bolt/train" "$WORK/bolt/profile" "$WORK/bolt/out" "$WORK/pimcp-run.relocs" "$WORK/pimcp-run.relocs.map"
+  rm -rf "$WORK/bolt/train" "$WORK/bolt/profile" "$WORK/bolt/out" "$WORK/pimcp-run.relocs" \
+    "$WORK/pimcp-run.relocs.map"
 fi
 rm -rf "$REPRO"
 

@@ -282,9 +282,9 @@ def write_data_order(path, patterns):
         f.write("    *(.rodata .rodata.* .gnu.linkonce.r.*)\n  }\n} INSERT AFTER .rela.plt;\n")
 
 
-def containing(rows, addr):
-    """The row of `rows` (address-sorted map rows) whose bytes include `addr`, or None."""
-    i = bisect.bisect_right([r[0] for r in rows], addr) - 1
+def containing(rows, starts, addr):
+    """The row of `rows` (address-sorted map rows; `starts` their addresses) whose bytes include `addr`, or None."""
+    i = bisect.bisect_right(starts, addr) - 1
     return rows[i] if i >= 0 and addr < rows[i][0] + rows[i][1] else None
 
 
@@ -300,18 +300,20 @@ def cmd_data(a):
             if pattern not in hot:
                 hot.append(pattern)
     write_data_order(a.out, hot)
-    size = sum(r[1] for r in rows if section_pattern(r[2], r[3]) in set(hot))
+    listed = set(hot)
+    size = sum(r[1] for r in rows if section_pattern(r[2], r[3]) in listed)
     print(f"{a.out}: {len(hot)} of {len(rows)} .rodata input sections read ({size / 1e3:.0f} of "
           f"{sum(r[1] for r in rows) / 1e3:.0f} KB); linker script {a.out}.ld")
 
 
 def cmd_data_native(a):
     rows = map_input_sections(a.map, ".rodata")
+    starts = [r[0] for r in rows]
     hot = [l.strip() for l in open(a.hot) if l.strip()]
     (lo, size), = section_ranges(a.bin, ".rodata")
     added = []
     for addr in data_faults(a.bin, a.perfdata):
-        row = containing(rows, addr) if lo <= addr < lo + size else None
+        row = containing(rows, starts, addr) if lo <= addr < lo + size else None
         if row:
             pattern = section_pattern(row[2], row[3])
             if pattern not in hot and pattern not in added:
