@@ -57,14 +57,15 @@ def setup(home):
 def upstream_like_everything(home):
     """A second config in `home` whose mcp-fixture behaves as server-everything does towards pimcp-run: it does not
     know `server/discover` (-32601: pimcp-run's client falls back to `initialize`), announces tool-list changes
-    (pimcp-run refreshes its catalog), and asks for roots right after `initialized`, reporting them in a log message.
+    (pimcp-run refreshes its catalog), asks for roots right after `initialized`, reporting them in a log message, and
+    lists more than 20 tools with varied schemas (sorting and parsing take other paths for larger lists).
     Used with the stateless host session, so one run covers both (session 7: without them a session against
     server-everything ran ~1.3 MiB of code outside the laid-out block)."""
     cfg = os.path.join(home, "config-legacy.json")
     with open(cfg, "w") as f:
         json.dump({"mcpServers": {"fixture": {"command": FIXTURE,
                                               "args": ["--no-discover", "--list-changed-every", "250",
-                                                       "--roots-at-start"]}}}, f)
+                                                       "--roots-at-start", "--tools", "24"]}}}, f)
     return cfg
 
 

@@ -59,9 +59,9 @@ pub(crate) struct Cli {
 }
 
 /// argv\[1\] that makes pimcp-run panic inside `catch_unwind` and exit 0 once the panic is caught: a binary that
-/// cannot unwind aborts instead (SIGABRT). `scripts/build-dist.sh` runs it on the binary it rewrote after linking
-/// (BOLT moves landing pads to cold code; the unwinder is linked in statically): a panic in one task must stay that
-/// task's, never end the process and every server with it.
+/// cannot unwind aborts or crashes instead. `scripts/build-dist.sh` runs it on the binary it rewrote after linking
+/// (BOLT moves landing pads to cold code): a panic in one task must stay that task's, never end the process and every
+/// server with it.
 const UNWIND_CHECK_ARG: &str = "__pimcp_unwind_check__";
 
 fn unwind_check() -> i32 {
