@@ -54,18 +54,26 @@ def setup(home):
     return env, cfg
 
 
+# Server instructions with non-ASCII text, as real servers' descriptions and instructions have (dashes, quotes,
+# emoji): UTF-8 validation and character counting take their multi-byte paths.
+NON_ASCII_INSTRUCTIONS = ("Tools for testing MCP clients — echo, add, long-running “operations”, images ✓. "
+                          "Call them in any order; results are deterministic.")
+
+
 def upstream_like_everything(home):
     """A second config in `home` whose mcp-fixture behaves as server-everything does towards pimcp-run: it does not
     know `server/discover` (-32601: pimcp-run's client falls back to `initialize`), announces tool-list changes
     (pimcp-run refreshes its catalog), asks for roots right after `initialized`, reporting them in a log message, and
-    lists more than 20 tools with varied schemas (sorting and parsing take other paths for larger lists).
+    lists more than 20 tools with varied schemas (sorting and parsing take other paths for larger lists), with
+    instructions in non-ASCII text.
     Used with the stateless host session, so one run covers both (session 7: without them a session against
     server-everything ran ~1.3 MiB of code outside the laid-out block)."""
     cfg = os.path.join(home, "config-legacy.json")
     with open(cfg, "w") as f:
         json.dump({"mcpServers": {"fixture": {"command": FIXTURE,
                                               "args": ["--no-discover", "--list-changed-every", "250",
-                                                       "--roots-at-start", "--tools", "24"]}}}, f)
+                                                       "--roots-at-start", "--tools", "24", "--instructions",
+                                                       NON_ASCII_INSTRUCTIONS]}}}, f)
     return cfg
 
 
@@ -159,6 +167,8 @@ def run_session(s, calls, version="2025-06-18"):
                           "io.modelcontextprotocol/clientInfo": {"name": "layout-session", "version": "1"},
                           "io.modelcontextprotocol/clientCapabilities": {}}
         s.rpc("server/discover", {})
+        # The Python SDK's `Client` calls a tool before listing tools when its user does.
+        s.mcp(ECHO)
     else:
         s.rpc("initialize", {"protocolVersion": version, "capabilities": {},
                              "clientInfo": {"name": "layout-session", "version": "1"}})
