@@ -195,10 +195,10 @@ fi
 
 # Native passes: the training ran under callgrind, which lacks some CPU features (SHA-NI) and syscalls (pidfd_open)
 # and runs 50x slower, so the native session takes paths it never saw. Each first fetch of such code faults in a
-# 64 KiB window around it. A pass runs the session natively under `perf record -e page-faults`, adds the functions
-# whose fetch faulted outside the laid-out block to that block (order.py native) and relinks; it stops when a pass
-# finds none or after NATIVE_PASSES (session 7: release 8, 3, 4, 2, 0 functions, -0.3 to -0.9 MiB peak RSS; dist
-# 9, 3, 0).
+# 64–128 KiB window around it (the page-cache folio). A pass runs the session natively under `perf record -e
+# page-faults`, adds the functions whose fetch faulted outside the laid-out block to that block (order.py native) and
+# relinks; it stops when a pass finds none or after NATIVE_PASSES (session 7: release 8, 3, 4, 2, 0 functions, -0.3
+# to -0.9 MiB peak RSS; dist 9, 3, 0).
 if [ "$NATIVE_PASSES" -gt 0 ] && ! perf record -q -e page-faults -o /dev/null -- true >/dev/null 2>&1; then
   say "3/4 perf cannot record page faults here (not installed, or perf_event_paranoid): no native passes"
   NATIVE_PASSES=0
@@ -237,7 +237,7 @@ LISTED=$(wc -l <"$WORK/order.txt")
 # the profile saw run (laid out in .text in the order file's order) and the rest (.text.cold). Its profile comes from
 # the binary itself, instrumented by llvm-bolt, serving the training sessions natively BOLT_RUNS times (session.py
 # train --native, --calls BOLT_CALLS); the link is replayed once more with --emit-relocs, which BOLT needs to move
-# code. A block the training never ran but a real session does costs a 64 KiB window of .text.cold: step 4 counts
+# code. A block the training never ran but a real session does costs a 64–128 KiB window of .text.cold: step 4 counts
 # them for the session. Session 8: peak RSS 8.1 -> 6.4 MiB (docs/benchmarks.md, "Session 8").
 if [ "$BOLT" = 1 ]; then
   say "3c/4 BOLT ($LLVM_BOLT): instrumenting, $BOLT_RUNS native training runs, splitting hot from cold blocks"
@@ -287,7 +287,7 @@ FIXTURE=$FIXTURE python3 bench/layout/session.py rss "$WORK/smoke/pimcp-run" --r
 # libgcc_s.so.1, every BOLT-rewritten binary crashed in _Unwind_Find_FDE; that link was dropped).
 "$WORK/smoke/pimcp-run" __pimcp_unwind_check__ || die "the final binary does not unwind a panic (exit $?)"
 if [ "$BOLT" = 1 ] && [ "$NATIVE_PASSES" -gt 0 ]; then
-  # How well the profile covered the native session: each fetch fault in .text.cold maps a 64 KiB window.
+  # How well the profile covered the native session: each fetch fault in .text.cold maps a 64–128 KiB window.
   FIXTURE=$FIXTURE python3 bench/layout/session.py faults "$WORK/smoke/pimcp-run" "$WORK/smoke/faults" ||
     die "the BOLT binary failed the session under perf"
   COLD=$(python3 bench/layout/order.py cold "$WORK/smoke/pimcp-run" "$WORK/smoke/faults" | head -1)

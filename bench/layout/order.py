@@ -9,11 +9,11 @@
         names), the functions of BIN whose first instruction fetch page-faulted in a PERFDATA (`session.py faults`
         on BIN laid out by ORDERFILE; several runs catch more of the timing-dependent paths) outside that block:
         code the native session runs that the callgrind training missed (SHA-NI, pidfd reaping, timer paths). Each
-        such fault maps a 64 KiB window of code around it, of which the session uses little. Prints how many were
+        such fault maps a 64-128 KiB window of code around it, of which the session uses little. Prints how many were
         added (0: nothing left to add).
   order.py cold BIN PERFDATA...   counts the instruction fetches that page-faulted (`session.py faults` on BIN) in
         BIN's `.text.cold`: BOLT's region for the blocks its profile never saw run (scripts/build-dist.sh step 3c).
-        Each maps a 64 KiB window of code the session barely uses. Prints the count, then the faulting symbols.
+        Each maps a 64-128 KiB window of code the session barely uses. Prints the count, then the faulting symbols.
   order.py data MAP OUT READS...   writes OUT, the .rodata input sections (as linker-script patterns) that overlap
         the ranges a served session read (`session.py reads`, on the link whose lld -Map file is MAP), and OUT.ld, a
         linker script that puts them first in .rodata, right after the dynamic linker's tables. A session reads ~14 KB
