@@ -5,11 +5,73 @@
 #![allow(clippy::print_stdout)] // the table on stdout is this binary's output
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use pimcp_proxy::{SearchIndex, SearchQuery, ToolDoc, doc_schema, search_text};
 use serde_json::{Map, Value, json};
+
+/// The system allocator, counting live heap bytes and their peak (for the index memory table).
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+static BLOCKS: AtomicUsize = AtomicUsize::new(0);
+
+fn count_alloc(size: usize) {
+    BLOCKS.fetch_add(1, Ordering::Relaxed);
+    let live = LIVE.fetch_add(size, Ordering::Relaxed) + size;
+    PEAK.fetch_max(live, Ordering::Relaxed);
+}
+
+// SAFETY: every call goes to `System` with the caller's own arguments; the counters do not touch the memory.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_alloc(layout.size());
+        // SAFETY: forwarded as received.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count_alloc(layout.size());
+        // SAFETY: forwarded as received.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        BLOCKS.fetch_sub(1, Ordering::Relaxed);
+        // SAFETY: forwarded as received.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        BLOCKS.fetch_sub(1, Ordering::Relaxed);
+        count_alloc(new_size);
+        // SAFETY: forwarded as received.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Heap bytes and blocks the index holds beyond its documents, and the build's peak bytes above them.
+fn index_heap(docs: &[ToolDoc]) -> (usize, usize, usize) {
+    let docs = docs.to_vec();
+    let (base, base_blocks) = (LIVE.load(Ordering::Relaxed), BLOCKS.load(Ordering::Relaxed));
+    PEAK.store(base, Ordering::Relaxed);
+    let index = SearchIndex::build(docs);
+    let held = LIVE.load(Ordering::Relaxed) - base;
+    let blocks = BLOCKS.load(Ordering::Relaxed) - base_blocks;
+    let peak = PEAK.load(Ordering::Relaxed) - base;
+    drop(index);
+    (held, blocks, peak)
+}
 
 /// SplitMix64: a tiny deterministic generator, so every run measures the same catalogs.
 struct Rng(u64);
@@ -526,6 +588,7 @@ fn main() {
     println!("Search benchmark — {cpu}, {cores} cores, load average {load} at start.\n");
     let lexicon = lexicon(6_000);
     let mut cpu_rows = Vec::new();
+    let mut heap_rows = Vec::new();
     println!("Wall-clock time per query, median / p99 (µs):\n");
     println!("| tools | tokens | build (ms) | ranked | ranked + text | regex | suggest | queries × reps |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -533,6 +596,12 @@ fn main() {
         let docs = catalog(n_tools, n_servers, 0x5EED_0000 + n_tools as u64, &lexicon);
         let builds: Vec<Duration> = (0..5).map(|_| time(|| SearchIndex::build(docs.clone())).0).collect();
         let build = stats(builds).median;
+        let (held, blocks, peak) = index_heap(&docs);
+        heap_rows.push(format!(
+            "| {n_tools} | {:.1} | {blocks} | {:.1} |",
+            held as f64 / 1024.0,
+            peak as f64 / 1024.0
+        ));
         let queries = ranked_queries(&docs, &lexicon);
         let typos = typo_names(&docs);
         let index = SearchIndex::build(docs);
@@ -589,6 +658,12 @@ fn main() {
     println!("| tools | ranked | ranked + text | regex | suggest |");
     println!("|---:|---:|---:|---:|---:|");
     for row in cpu_rows {
+        println!("{row}");
+    }
+    println!("\nIndex heap beyond the documents (held after the build: KiB and allocations; peak during it: KiB):\n");
+    println!("| tools | held KiB | allocations | build peak KiB |");
+    println!("|---:|---:|---:|---:|");
+    for row in heap_rows {
         println!("{row}");
     }
 }

@@ -247,6 +247,19 @@ struct Prepared {
     rank: u32,
 }
 
+/// One of [`Prepared`]'s name keys, as characters.
+type CharsOf = fn(&Prepared) -> &[char];
+
+impl Prepared {
+    fn name_chars(&self) -> &[char] {
+        &self.name_chars
+    }
+
+    fn original_chars(&self) -> &[char] {
+        &self.original_chars
+    }
+}
+
 /// The search index over one catalog snapshot. Immutable; rebuild it when the catalog changes.
 #[derive(Debug, Clone, Default)]
 pub struct SearchIndex {
@@ -254,18 +267,19 @@ pub struct SearchIndex {
     prepared: Vec<Prepared>,
     /// Sorted, distinct tokens.
     vocab: Vec<Box<str>>,
-    /// Per token id, the documents holding it (in document order).
-    postings: Vec<Vec<Posting>>,
+    /// Token `t`'s documents (in document order) are `postings[posting_starts[t]..posting_starts[t + 1]]`.
+    posting_starts: Vec<u32>,
+    postings: Vec<Posting>,
     /// Character trigram → ids of tokens containing it.
-    trigrams: HashMap<[char; 3], Vec<u32>>,
+    trigrams: IdLists<[char; 3]>,
     /// Non-ASCII character → ids of tokens containing it.
-    wide_chars: HashMap<char, Vec<u32>>,
-    /// (name key, doc) for the prefixed and the original name, sorted by key.
-    name_keys: Vec<(String, u32)>,
-    by_name: HashMap<String, Vec<u32>>,
-    by_original: HashMap<String, Vec<u32>>,
-    by_name_key: HashMap<String, Vec<u32>>,
-    by_original_key: HashMap<String, Vec<u32>>,
+    wide_chars: IdLists<char>,
+    /// Document ids sorted by prefixed name, by original name, by name key and by original name key (ties by id):
+    /// exact lookups and the name-prefix tiers are binary searches, with no copy of the names.
+    by_name: Vec<u32>,
+    by_original: Vec<u32>,
+    by_name_key: Vec<u32>,
+    by_original_key: Vec<u32>,
     /// Server name keys, longest first, for stripping a prefix off an unknown name.
     server_keys: Vec<String>,
     /// Every document's raw fields, one per line, documents one after another: the regex pre-scan haystack.
@@ -321,25 +335,8 @@ impl SearchIndex {
                     add_posting(&mut token_docs, token, doc_id, FIELD_KEYWORDS);
                 }
             }
-            let (name_key, original_key) = (name_key(&doc.name), name_key(&doc.original_name));
-            let name_chars: Vec<char> = name_key.chars().collect();
-            let original_chars: Vec<char> = original_key.chars().collect();
-            index.name_keys.push((name_key.clone(), doc_id));
-            if original_key != name_key {
-                index.name_keys.push((original_key.clone(), doc_id));
-            }
-            index.by_name.entry(doc.name.clone()).or_default().push(doc_id);
-            index
-                .by_original
-                .entry(doc.original_name.clone())
-                .or_default()
-                .push(doc_id);
-            index.by_name_key.entry(name_key.clone()).or_default().push(doc_id);
-            index
-                .by_original_key
-                .entry(original_key.clone())
-                .or_default()
-                .push(doc_id);
+            let name_chars: Vec<char> = name_key(&doc.name).chars().collect();
+            let original_chars: Vec<char> = name_key(&doc.original_name).chars().collect();
             index.doc_starts.push(index.haystack.len());
             for field in [&doc.name, &doc.original_name, &doc.server, &doc.description]
                 .into_iter()
@@ -363,29 +360,46 @@ impl SearchIndex {
                 rank: ranks[doc_idx],
             });
         }
-        index.name_keys.sort();
         index.server_keys.sort_by_key(|k| Reverse(k.len()));
+        let ids: Vec<u32> = (0..to_u32(docs.len())).collect();
+        // Stable sorts of ascending ids: ties stay in id order.
+        index.by_name = ids.clone();
+        index
+            .by_name
+            .sort_by(|&a, &b| docs[a as usize].name.cmp(&docs[b as usize].name));
+        index.by_original = ids.clone();
+        index
+            .by_original
+            .sort_by(|&a, &b| docs[a as usize].original_name.cmp(&docs[b as usize].original_name));
+        index.by_name_key = ids.clone();
+        index
+            .by_name_key
+            .sort_by(|&a, &b| prepared[a as usize].name_chars.cmp(&prepared[b as usize].name_chars));
+        index.by_original_key = ids;
+        index.by_original_key.sort_by(|&a, &b| {
+            let (x, y): (&Prepared, &Prepared) = (&prepared[a as usize], &prepared[b as usize]);
+            x.original_chars.cmp(&y.original_chars)
+        });
 
         let mut vocab: Vec<(String, Vec<Posting>)> = token_docs.into_iter().collect();
         vocab.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut gram_pairs: Vec<([char; 3], u32)> = Vec::new();
+        let mut wide_pairs: Vec<(char, u32)> = Vec::new();
+        index.vocab.reserve_exact(vocab.len());
+        index.posting_starts.reserve_exact(vocab.len() + 1);
+        index.postings.reserve_exact(vocab.iter().map(|(_, p)| p.len()).sum());
         for (token_id, (token, postings)) in vocab.into_iter().enumerate() {
             let token_id = to_u32(token_id);
             let chars: Vec<char> = token.chars().collect();
-            let mut grams: Vec<[char; 3]> = chars.windows(3).map(|w| [w[0], w[1], w[2]]).collect();
-            grams.sort_unstable();
-            grams.dedup();
-            for gram in grams {
-                index.trigrams.entry(gram).or_default().push(token_id);
-            }
-            let mut wide: Vec<char> = chars.iter().copied().filter(|c| !c.is_ascii()).collect();
-            wide.sort_unstable();
-            wide.dedup();
-            for c in wide {
-                index.wide_chars.entry(c).or_default().push(token_id);
-            }
+            gram_pairs.extend(chars.windows(3).map(|w| ([w[0], w[1], w[2]], token_id)));
+            wide_pairs.extend(chars.iter().filter(|c| !c.is_ascii()).map(|&c| (c, token_id)));
             index.vocab.push(token.into_boxed_str());
-            index.postings.push(postings);
+            index.posting_starts.push(to_u32(index.postings.len()));
+            index.postings.extend(postings);
         }
+        index.posting_starts.push(to_u32(index.postings.len()));
+        index.trigrams = IdLists::from_pairs(gram_pairs);
+        index.wide_chars = IdLists::from_pairs(wide_pairs);
         index.docs = docs;
         index.prepared = prepared;
         index
@@ -438,15 +452,22 @@ impl SearchIndex {
     /// case-insensitively with `-` and `_` alike. The first level with any match decides; several matches there are
     /// ambiguous. `server` restricts the candidates.
     pub fn find(&self, name: &str, server: Option<&str>) -> Lookup<'_> {
-        let key = name_key(name);
-        let levels: [(&HashMap<String, Vec<u32>>, &str); 4] = [
-            (&self.by_name, name),
-            (&self.by_original, name),
-            (&self.by_name_key, key.as_str()),
-            (&self.by_original_key, key.as_str()),
+        let key: Vec<char> = name_key(name).chars().collect();
+        let levels: [&[u32]; 4] = [
+            equal_range(&self.by_name, |id| self.docs[id].name.as_str(), name),
+            equal_range(&self.by_original, |id| self.docs[id].original_name.as_str(), name),
+            equal_range(
+                &self.by_name_key,
+                |id| self.prepared[id].name_chars.as_slice(),
+                key.as_slice(),
+            ),
+            equal_range(
+                &self.by_original_key,
+                |id| self.prepared[id].original_chars.as_slice(),
+                key.as_slice(),
+            ),
         ];
-        for (map, wanted) in levels {
-            let Some(ids) = map.get(wanted) else { continue };
+        for ids in levels {
             let mut found: Vec<&ToolDoc> = ids
                 .iter()
                 .map(|&id| &self.docs[id as usize])
@@ -652,7 +673,11 @@ impl SearchIndex {
             matches.clear();
             self.token_matches(token, &mut matches);
             for &(token_id, level) in &matches {
-                for p in &self.postings[token_id as usize] {
+                let (start, end) = (
+                    self.posting_starts[token_id as usize],
+                    self.posting_starts[token_id as usize + 1],
+                );
+                for p in &self.postings[start as usize..end as usize] {
                     let lv = &mut levels[p.doc as usize];
                     if *lv == [0; N_FIELDS] {
                         touched.push(p.doc);
@@ -685,21 +710,25 @@ impl SearchIndex {
         }
 
         // Name tiers: exact and prefix matches of the prefixed or original name.
-        let key = name_key(text);
+        let key: Vec<char> = name_key(text).chars().collect();
         let mut tiers: HashMap<u32, u8> = HashMap::new();
         if !lenient && !key.is_empty() {
-            let start = self.name_keys.partition_point(|(k, _)| k.as_str() < key.as_str());
-            for (k, doc) in self.name_keys[start..]
-                .iter()
-                .take_while(|(k, _)| k.starts_with(key.as_str()))
-            {
-                let tier = if *k == key { 0 } else { 1 };
-                let slot = tiers.entry(*doc).or_insert(tier);
-                *slot = (*slot).min(tier);
-                let acc = &mut accs[*doc as usize];
-                if !acc.touched {
-                    acc.touched = true;
-                    candidates.push(*doc);
+            let sorted: [(&[u32], CharsOf); 2] = [
+                (&self.by_name_key, Prepared::name_chars),
+                (&self.by_original_key, Prepared::original_chars),
+            ];
+            for (ids, chars_of) in sorted {
+                let chars_of = |id: u32| chars_of(&self.prepared[id as usize]);
+                let start = ids.partition_point(|&id| chars_of(id) < key.as_slice());
+                for &doc in ids[start..].iter().take_while(|&&id| chars_of(id).starts_with(&key)) {
+                    let tier = if chars_of(doc) == key.as_slice() { 0 } else { 1 };
+                    let slot = tiers.entry(doc).or_insert(tier);
+                    *slot = (*slot).min(tier);
+                    let acc = &mut accs[doc as usize];
+                    if !acc.touched {
+                        acc.touched = true;
+                        candidates.push(doc);
+                    }
                 }
             }
         }
@@ -789,11 +818,11 @@ impl SearchIndex {
         }
         // Substrings of field tokens.
         let chars: Vec<char> = token.chars().collect();
-        let pool: Option<&Vec<u32>> = if chars.len() >= 3 {
+        let pool: Option<&[u32]> = if chars.len() >= 3 {
             chars
                 .windows(3)
                 .map(|w| self.trigrams.get(&[w[0], w[1], w[2]]))
-                .try_fold(None::<&Vec<u32>>, |best, list| {
+                .try_fold(None::<&[u32]>, |best, list| {
                     let list = list?;
                     Some(Some(match best {
                         Some(b) if b.len() <= list.len() => b,
@@ -870,6 +899,62 @@ impl Scored {
     fn sort_key(&self) -> (u8, Reverse<u32>, u32) {
         (self.tier, Reverse(self.score), self.rank)
     }
+}
+
+/// Id lists keyed by `K` in three flat arrays (sorted keys, offsets, ids) instead of a map of vectors: three
+/// allocations whatever the catalog's size, 4 bytes per id, binary search to find a key.
+#[derive(Debug, Clone)]
+struct IdLists<K> {
+    keys: Vec<K>,
+    /// Key `i`'s ids are `ids[starts[i]..starts[i + 1]]`.
+    starts: Vec<u32>,
+    ids: Vec<u32>,
+}
+
+impl<K> Default for IdLists<K> {
+    fn default() -> Self {
+        IdLists {
+            keys: Vec::new(),
+            starts: vec![0],
+            ids: Vec::new(),
+        }
+    }
+}
+
+impl<K: Ord + Copy> IdLists<K> {
+    /// From `(key, id)` pairs in any order; a key's ids come out ascending and distinct.
+    fn from_pairs(mut pairs: Vec<(K, u32)>) -> Self {
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut lists = IdLists {
+            keys: Vec::new(),
+            starts: Vec::new(),
+            ids: Vec::with_capacity(pairs.len()),
+        };
+        for (key, id) in pairs {
+            if lists.keys.last() != Some(&key) {
+                lists.keys.push(key);
+                lists.starts.push(to_u32(lists.ids.len()));
+            }
+            lists.ids.push(id);
+        }
+        lists.starts.push(to_u32(lists.ids.len()));
+        lists.keys.shrink_to_fit();
+        lists.starts.shrink_to_fit();
+        lists
+    }
+
+    fn get(&self, key: &K) -> Option<&[u32]> {
+        let i = self.keys.binary_search(key).ok()?;
+        Some(&self.ids[self.starts[i] as usize..self.starts[i + 1] as usize])
+    }
+}
+
+/// The ids in `sorted` (ordered by `key_of`) whose key equals `wanted`.
+fn equal_range<'a, T: Ord + ?Sized + 'a>(sorted: &'a [u32], key_of: impl Fn(usize) -> &'a T, wanted: &T) -> &'a [u32] {
+    let start = sorted.partition_point(|&id| key_of(id as usize) < wanted);
+    let len = sorted[start..].partition_point(|&id| key_of(id as usize) <= wanted);
+    &sorted[start..start + len]
 }
 
 fn add_posting(map: &mut HashMap<String, Vec<Posting>>, token: String, doc: u32, field: usize) {
