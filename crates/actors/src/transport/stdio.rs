@@ -185,10 +185,17 @@ async fn attempt<H: ClientHandler>(
     let (lines, fast) = fast_client(lines, writer);
     // Outside the trace, so the cancellations sent at close are traced too.
     let transport = CancelOnClose::new(crate::trace::traced(lines, spec.trace.as_ref(), TransportKind::Stdio));
-    // The handshake future (~29 KB) goes straight into a box: polled through `select!` it would sit on this frame.
-    let handshake_fut = boxed_in_place(handler.serve_with_lifecycle(transport, lifecycle));
+    // The handshake runs as a task of its own: its polls (rmcp's `serve_inner` alone has a 64 KB frame) start at the
+    // scheduler's depth instead of below this connect chain's frames, so the deepest stack a session touches (and
+    // the main thread's stack pages stay resident once touched) is shallower. Its future (~29 KB) goes straight
+    // into a box, never onto this frame. Dropping the guard aborts the task (timeout, cancel, exit).
+    let mut handshake = AbortOnDrop(tokio::spawn(boxed_in_place(
+        handler.serve_with_lifecycle(transport, lifecycle),
+    )));
     enum Step<T> {
         Done(T),
+        /// The handshake task panicked.
+        Lost(tokio::task::JoinError),
         Exited,
         Abort(Abort),
     }
@@ -198,10 +205,12 @@ async fn attempt<H: ClientHandler>(
             biased;
             _ = spec.cancel.cancelled() => Step::Abort(Abort::Cancelled),
             _ = tokio::time::sleep_until(deadline) => Step::Abort(Abort::Timeout),
-            r = handshake_fut => Step::Done(r),
+            r = &mut handshake.0 => r.map_or_else(Step::Lost, Step::Done),
             _ = exited => Step::Exited,
         }
     };
+    // An unfinished handshake is aborted before the child is killed or its exit collected: it holds the transport.
+    drop(handshake);
     match step {
         Step::Done(Ok(client)) => {
             // The trace records what passes through the transport stack; fast requests bypass it.
@@ -253,6 +262,14 @@ async fn attempt<H: ClientHandler>(
                 stderr: tail.snapshot(),
             }))
         }
+        Step::Lost(join) => {
+            child.kill_now().await;
+            Err(Failure::Error(ConnectError::Protocol {
+                server: name,
+                message: format!("the handshake failed: {join}"),
+                stderr: tail.snapshot(),
+            }))
+        }
         Step::Exited => Err(exited_at_start(&name, &mut child, &tail).await),
         Step::Abort(a) => {
             child.kill_now().await;
@@ -266,6 +283,15 @@ async fn attempt<H: ClientHandler>(
                 Abort::Cancelled => ConnectError::Cancelled { server: name },
             }))
         }
+    }
+}
+
+/// Aborts its task when dropped: a handshake must not outlive the attempt that gave up on it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
