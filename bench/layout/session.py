@@ -25,6 +25,8 @@ Subcommands:
                  medians of VmHWM, RssAnon, RssFile, the Rss of the binary's own mappings and the minor/major page
                  faults, read from /proc right before EOF. --evict drops the binary's page-cache pages before each
                  start (posix_fadvise DONTNEED, the file only), so each start pages its code in from disk.
+  maps BIN       run the session once and print the resident KiB of each mapping of the process, summed by file
+                 name (or [heap], [stack], anonymous) and permissions, with VmHWM.
   sections BIN   run the session once and print the resident KiB of each ELF section of BIN (from
                  /proc/PID/pagemap; needs permission to read it, e.g. root).
   faults BIN OUT run the session once (--version V: that protocol; with 2026-07-28, the stateless one, against
@@ -279,6 +281,43 @@ def cmd_sections(a):
         print(f"  {name:24} {kb:7d}")
 
 
+def mapping_rss_kb(pid):
+    """Rss and Anonymous KiB of each of pid's mappings, summed by (name, permissions): the binary, each library,
+    [heap], [stack], anonymous regions (thread stacks, malloc arenas, the runtime's own mmaps)."""
+    res = {}
+    key = None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if "-" in parts[0] and len(parts) >= 5 and ":" in parts[3]:
+                name = os.path.basename(parts[5]) if len(parts) > 5 and parts[5].startswith("/") else (
+                    parts[5] if len(parts) > 5 else "(anonymous)")
+                key = (name, parts[1])
+                res.setdefault(key, [0, 0, 0])
+                res[key][2] += 1
+            elif parts[0] == "Rss:" and key:
+                res[key][0] += int(parts[1])
+    return res
+
+
+def cmd_maps(a):
+    home = tempfile.mkdtemp(prefix="pimcp-layout-")
+    try:
+        env, cfg = setup(home)
+        s = Session([a.bin, "--config", cfg], env)
+        run_session(s, a.calls)
+        res = mapping_rss_kb(s.p.pid)
+        st = status_kb(s.p.pid)
+        s.close()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    print(f"{a.bin}: resident KiB per mapping after the session ({a.calls} echo calls); VmHWM {st['VmHWM']} KiB, "
+          f"VmRSS {st['VmRSS']} KiB")
+    for (name, perms), (kb, _, n) in sorted(res.items(), key=lambda x: -x[1][0]):
+        if kb:
+            print(f"  {kb:6d}  {perms}  {name}" + (f" ({n} mappings)" if n > 1 else ""))
+
+
 def faults(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -500,6 +539,9 @@ def main():
     f.add_argument("out")
     f.add_argument("--calls", type=int, default=200)
     f.add_argument("--version", default="2025-06-18", help=f"protocol version; {STATELESS} for the stateless protocol")
+    m = sub.add_parser("maps")
+    m.add_argument("bin")
+    m.add_argument("--calls", type=int, default=200)
     d = sub.add_parser("reads")
     d.add_argument("bin")
     d.add_argument("out")
@@ -515,6 +557,8 @@ def main():
         cmd_faults(a)
     elif a.cmd == "reads":
         cmd_reads(a)
+    elif a.cmd == "maps":
+        cmd_maps(a)
     else:
         cmd_rss(a)
 

@@ -1764,6 +1764,18 @@ mod tests {
     }
 
     #[test]
+    fn id_lists_hold_each_keys_ids_ascending_and_distinct() {
+        let lists = IdLists::from_pairs(vec![('b', 3), ('a', 2), ('b', 1), ('a', 2), ('c', 0)]);
+        assert_eq!(lists.get(&'a'), Some(&[2][..]));
+        assert_eq!(lists.get(&'b'), Some(&[1, 3][..]));
+        assert_eq!(lists.get(&'c'), Some(&[0][..]));
+        assert_eq!(lists.get(&'0'), None);
+        assert_eq!(lists.get(&'d'), None);
+        assert_eq!(IdLists::<char>::default().get(&'a'), None);
+        assert_eq!(IdLists::<char>::from_pairs(Vec::new()).get(&'a'), None);
+    }
+
+    #[test]
     fn find_precedence_table() {
         let index = SearchIndex::build(vec![
             doc("everything", "get-sum", "s"),
