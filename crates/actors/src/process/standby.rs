@@ -11,12 +11,16 @@
 //!
 //! Nothing is left behind: dropping the slot's standby closes its stdin (it exits on EOF) and `Drop` of its
 //! [`ChildProcess`](super::ChildProcess) SIGKILLs its group; when pimcp dies the pipe closes too. A standby that
-//! died meanwhile, a spec that does not fit or a write that fails all fall back to the normal spawn.
+//! died meanwhile, a spec that does not fit or a write that fails all fall back to the normal spawn. A first start
+//! that comes while the background thread is still spawning the standby waits for it (at most 100 ms) instead of
+//! spawning a second shim beside it.
 
 use std::io::Write as _;
 use std::os::fd::AsFd as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::shim::{STANDBY_ARG, StandbySpec};
 use super::{Spawned, spawn_leader, sys};
@@ -25,9 +29,18 @@ use super::{Spawned, spawn_leader, sys};
 #[derive(Clone, Default)]
 pub struct StandbySlot(Arc<Inner>);
 
+/// How long [`StandbySlot::start`] waits for a standby the background thread is still starting (its exec takes about
+/// a millisecond) before it spawns a shim of its own.
+const STANDBY_WAIT: Duration = Duration::from_millis(100);
+
 #[derive(Default)]
 struct Inner {
     waiting: Mutex<Option<Standby>>,
+    /// Set while [`StandbySlot::prepare_in_background`]'s thread starts the standby: a first start that comes sooner
+    /// waits for it ([`Inner::ready`]) rather than spawn a second shim, which would leave this one idle.
+    preparing: AtomicBool,
+    /// Notified (under `waiting`'s lock) when the background thread is done.
+    ready: Condvar,
     /// Set by [`StandbySlot::prepare_in_background`]: its thread stays until this sender is dropped with the slot.
     keeper: Mutex<Option<std::sync::mpsc::Sender<()>>>,
 }
@@ -91,11 +104,15 @@ impl StandbySlot {
             }
             *keeper = Some(keep);
         }
+        self.0.preparing.store(true, Ordering::Release);
         let slot = Arc::downgrade(&self.0);
         let spawned = std::thread::Builder::new().name("pimcp-standby".into()).spawn(move || {
             if let Some(inner) = slot.upgrade() {
                 let _in_runtime = runtime.enter();
-                if let Err(e) = StandbySlot(inner).prepare(&shim) {
+                let slot = StandbySlot(inner);
+                let prepared = slot.prepare(&shim);
+                slot.prepared();
+                if let Err(e) = prepared {
                     tracing::debug!(error = %e, shim = %shim.display(), "could not start a standby guardian shim");
                     return;
                 }
@@ -104,8 +121,16 @@ impl StandbySlot {
             let _ = parked.recv();
         });
         if let Err(e) = spawned {
+            self.prepared();
             tracing::debug!(error = %e, "could not start the standby shim's thread");
         }
+    }
+
+    /// The background preparation is over (a standby waits, or none will): wakes a start waiting for it.
+    fn prepared(&self) {
+        self.0.preparing.store(false, Ordering::Release);
+        let _slot = self.lock();
+        self.0.ready.notify_all();
     }
 
     /// The waiting standby's pid, if any.
@@ -119,9 +144,26 @@ impl StandbySlot {
     }
 
     /// Hands the waiting standby of `shim` what to run; `None` (the caller spawns normally) when there is none, it
-    /// already exited, the spec cannot be encoded or the write fails. A taken standby is never put back.
+    /// already exited, the spec cannot be encoded or the write fails. One the background thread is still starting
+    /// is waited for, up to [`STANDBY_WAIT`]. A taken standby is never put back.
     pub(crate) fn start(&self, shim: &Path, spec: &StandbySpec) -> Option<Spawned> {
         let mut slot = self.lock();
+        // A first call that comes right after start-up may find the standby still being spawned: waiting for it
+        // costs less than spawning a second shim, and leaves no idle one behind.
+        let deadline = Instant::now() + STANDBY_WAIT;
+        while slot.is_none() && self.0.preparing.load(Ordering::Acquire) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                tracing::debug!("the standby guardian shim is still starting; spawning normally");
+                break;
+            }
+            slot = self
+                .0
+                .ready
+                .wait_timeout(slot, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
         if slot.as_ref().is_none_or(|s| s.shim != shim) {
             return None;
         }

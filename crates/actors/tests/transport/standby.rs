@@ -156,6 +156,29 @@ async fn a_background_standby_keeps_its_thread_until_the_slot_is_gone() {
     );
 }
 
+#[tokio::test]
+async fn a_first_start_racing_the_background_standby_waits_for_it() {
+    let _counting = STANDBY_THREAD_COUNT.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(stdio_server("standby-race", &[]), dir.path());
+    let slot = spec.process.standby.clone();
+    // The connect starts at once, while the background thread is still spawning the standby: it must take that
+    // standby, not spawn a second shim and leave the standby idle.
+    slot.prepare_in_background(shim());
+    let conn = pimcp_actors::transport::connect(spec, ()).await.unwrap();
+    let ppid = whoami(&conn, None).await["ppid"].as_u64().unwrap();
+    assert_eq!(
+        slot.waiting_pid(),
+        None,
+        "a standby was left idle beside the server's shim"
+    );
+    assert!(
+        is_standby(u32::try_from(ppid).unwrap()),
+        "the server's shim {ppid} was not the standby"
+    );
+    conn.close(Duration::from_secs(2)).await;
+}
+
 #[test]
 fn a_background_standby_asked_outside_a_runtime_is_still_prepared_by_a_later_call_inside_one() {
     let _counting = STANDBY_THREAD_COUNT.blocking_lock();
