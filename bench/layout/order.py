@@ -266,12 +266,32 @@ def pattern_rank(pattern):
     return 1 if pattern.startswith("*(") else 2
 
 
-def write_data_order(path, patterns):
-    """Writes the hot `.rodata` input sections to `path` (one pattern a line) and the linker script that places them
-    first in `.rodata` to `path`.ld."""
+# In a hot-section list, the line between the sections every training session read and those only some read.
+SOME_SESSIONS = "# read by some training sessions only"
+
+
+def read_data_order(path):
+    """(common, some): the two groups of a list `write_data_order` wrote."""
+    lines = [l.strip() for l in open(path) if l.strip()]
+    if SOME_SESSIONS in lines:
+        i = lines.index(SOME_SESSIONS)
+        return lines[:i], [l for l in lines[i + 1:] if not l.startswith("#")]
+    return [l for l in lines if not l.startswith("#")], []
+
+
+def write_data_order(path, patterns, some=()):
+    """Writes the hot `.rodata` input sections to `path` (one pattern a line: those every session read, then those
+    only some did) and the linker script that places them first in `.rodata`, in that order, to `path`.ld. The
+    sections every session reads go first, so that a session's reads end as early in the file as they can: the
+    block after the loader's tables spans as few 128 KiB folios as possible for the kinds of session that matter."""
     patterns = sorted(patterns, key=pattern_rank)  # stable: each rank keeps its order
+    some = list(some)
     with open(path, "w") as f:
         f.writelines(p + "\n" for p in patterns)
+        if some:
+            f.write(SOME_SESSIONS + "\n")
+            f.writelines(p + "\n" for p in some)
+    patterns = patterns + some
     with open(path + ".ld", "w") as f:
         # Right after the dynamic linker's tables (read at every start, at the file's start): the hot block shares
         # their folio. .debug_gdb_scripts comes along (main reads it, to keep the section) rather than be a folio
@@ -288,28 +308,55 @@ def containing(rows, starts, addr):
     return rows[i] if i >= 0 and addr < rows[i][0] + rows[i][1] else None
 
 
+def read_ranges(paths):
+    """[(start, end, sessions)] from `session.py reads` files, sorted; sessions is a bit set (1 when not given)."""
+    out = []
+    for path in paths:
+        for line in open(path):
+            parts = [int(x, 16) for x in line.split()]
+            if parts:
+                out.append((parts[0], parts[1], parts[2] if len(parts) > 2 else 1))
+    return sorted(out)
+
+
 def cmd_data(a):
     rows = map_input_sections(a.map, ".rodata")
-    reads = sorted(tuple(int(x, 16) for x in line.split()) for path in a.reads for line in open(path) if line.strip())
-    hot, j = [], 0
+    reads = read_ranges(a.reads)
+    every = 0
+    for r in reads:
+        every |= r[2]
+    hot, who, j = [], {}, 0
     for addr, size, file, section in rows:  # both sorted: one walk
         while j < len(reads) and reads[j][1] <= addr:
             j += 1
-        if j < len(reads) and reads[j][0] < addr + size:
+        k, sessions = j, 0
+        while k < len(reads) and reads[k][0] < addr + size:
+            sessions |= reads[k][2]
+            k += 1
+        if sessions:
             pattern = section_pattern(file, section)
-            if pattern not in hot:
+            if pattern not in who:
                 hot.append(pattern)
-    write_data_order(a.out, hot)
-    listed = set(hot)
-    size = sum(r[1] for r in rows if section_pattern(r[2], r[3]) in listed)
-    print(f"{a.out}: {len(hot)} of {len(rows)} .rodata input sections read ({size / 1e3:.0f} of "
-          f"{sum(r[1] for r in rows) / 1e3:.0f} KB); linker script {a.out}.ld")
+            who[pattern] = who.get(pattern, 0) | sessions
+    common = [p for p in hot if who[p] == every]
+    # Those read by more sessions first; among equals, those the first session (the common initialize host) read.
+    some = sorted((p for p in hot if who[p] != every), key=lambda p: (-bin(who[p]).count("1"), not who[p] & 1))
+    write_data_order(a.out, common, some)
+    sizes = {}
+    for _, size, file, section in rows:
+        pattern = section_pattern(file, section)
+        if pattern in who:
+            sizes[pattern] = sizes.get(pattern, 0) + size
+    print(f"{a.out}: {len(hot)} of {len(rows)} .rodata input sections read ({sum(sizes.values()) / 1e3:.0f} of "
+          f"{sum(r[1] for r in rows) / 1e3:.0f} KB; by every session {len(common)}, "
+          f"{sum(sizes[p] for p in common) / 1e3:.0f} KB); linker script {a.out}.ld")
 
 
 def cmd_data_native(a):
     rows = map_input_sections(a.map, ".rodata")
     starts = [r[0] for r in rows]
-    hot = [l.strip() for l in open(a.hot) if l.strip()]
+    common, some = read_data_order(a.hot)
+    hot = common + some
     (lo, size), = section_ranges(a.bin, ".rodata")
     added = []
     for addr in data_faults(a.bin, a.perfdata):
@@ -318,7 +365,8 @@ def cmd_data_native(a):
             pattern = section_pattern(row[2], row[3])
             if pattern not in hot and pattern not in added:
                 added.append(pattern)
-    write_data_order(a.hot, hot + added)
+    # Native runs of both kinds of session read these: with the sections every session reads.
+    write_data_order(a.hot, common + added, some)
     print(len(added))
 
 
@@ -343,7 +391,7 @@ def cmd_check(a):
         sys.exit(f"the ordered functions are spread over {(hi - lo) / 1e6:.2f} MB for {total / 1e6:.2f} MB of code: "
                  "the ordering file was not applied")
     if a.data:
-        hot = {l.strip() for l in open(a.data) if l.strip()}
+        hot = set(sum(read_data_order(a.data), []))
         is_hot = [section_pattern(file, section) in hot for _, _, file, section in map_input_sections(a.map, ".rodata")]
         first_cold = is_hot.index(False) if False in is_hot else len(is_hot)
         print(f"{a.bin}: .rodata starts with {first_cold} of the {sum(is_hot)} input sections {a.data} lists")

@@ -20,7 +20,8 @@ Subcommands:
                  without it, one variable with an empty value is added (users' shells have such).
   reads BIN OUT  run the served sessions of `train` with BIN (a non-PIE executable: its addresses are the link's)
                  under valgrind's lackey, which reports every load, and write to OUT the address ranges of BIN's
-                 .rodata they read, one `start end` (hex) a line: `order.py data` turns them into a linker script.
+                 .rodata they read, one `start end sessions` (hex; bit n of sessions: the n-th session read it) a
+                 line: `order.py data` turns them into a linker script.
   rss BIN...     start each binary in turn, alternating (--rounds N), run the session and print per binary the
                  medians of VmHWM, RssAnon, RssFile, the Rss of the binary's own mappings and the minor/major page
                  faults, read from /proc right before EOF. --evict drops the binary's page-cache pages before each
@@ -471,7 +472,7 @@ def cmd_reads(a):
     lo, hi = ro[0]
     touched = bytearray(hi - lo)
 
-    def mark(fd):
+    def mark(fd, bit):
         # Lackey's lines: "I  addr,size" (a fetch), " L addr,size" (load), " S" (store), " M" (modify).
         with os.fdopen(fd, "rb", buffering=1 << 20) as log:
             for line in log:
@@ -479,15 +480,15 @@ def cmd_reads(a):
                     addr, size = line[3:].split(b",")
                     addr = int(addr, 16)
                     if lo <= addr < hi:
-                        end = min(addr + int(size), hi)
-                        touched[addr - lo:end - lo] = b"\x01" * (end - addr)
+                        for i in range(addr - lo, min(addr + int(size), hi) - lo):
+                            touched[i] |= bit
 
     home = tempfile.mkdtemp(prefix="pimcp-layout-reads-")
     try:
         env, cfg = setup(home)
-        for version, config in serve_runs(home, cfg):
+        for n, (version, config) in enumerate(serve_runs(home, cfg)):
             r, w = os.pipe()
-            reader = threading.Thread(target=mark, args=(r,))
+            reader = threading.Thread(target=mark, args=(r, 1 << n))
             reader.start()
             try:
                 s = Session(["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-fd={w}", "--trace-children=no",
@@ -504,13 +505,14 @@ def cmd_reads(a):
     runs = []
     for i, b in enumerate(touched):
         if b:
-            if runs and runs[-1][1] == lo + i:
+            if runs and runs[-1][1] == lo + i and runs[-1][2] == b:
                 runs[-1][1] += 1
             else:
-                runs.append([lo + i, lo + i + 1])
+                runs.append([lo + i, lo + i + 1, b])
     with open(a.out, "w") as f:
-        f.writelines(f"{start:x} {end:x}\n" for start, end in runs)
-    print(f"{sum(touched)} bytes of .rodata read in {len(runs)} runs, on "
+        # Third column: which sessions read the range (bit n: the n-th of `serve_runs`).
+        f.writelines(f"{start:x} {end:x} {mask:x}\n" for start, end, mask in runs)
+    print(f"{len(touched) - touched.count(0)} bytes of .rodata read in {len(runs)} runs, on "
           f"{len({(lo + i) >> 12 for i, b in enumerate(touched) if b})} pages of {(hi - lo + 4095) >> 12}")
 
 
