@@ -377,8 +377,9 @@ impl SearchIndex {
             .sort_by(|&a, &b| prepared[a as usize].name_chars.cmp(&prepared[b as usize].name_chars));
         index.by_original_key = ids;
         index.by_original_key.sort_by(|&a, &b| {
-            let (x, y): (&Prepared, &Prepared) = (&prepared[a as usize], &prepared[b as usize]);
-            x.original_chars.cmp(&y.original_chars)
+            prepared[a as usize]
+                .original_chars
+                .cmp(&prepared[b as usize].original_chars)
         });
 
         let mut vocab: Vec<(String, Vec<Posting>)> = token_docs.into_iter().collect();
