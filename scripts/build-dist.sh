@@ -23,7 +23,8 @@
 #   3a. Read-only data (RODATA=1, the default): the relink is replayed once as a non-PIE executable, which serves the
 #      session under valgrind's lackey (every load's address: session.py reads); order.py data names the .rodata
 #      input sections it read (from lld's -Map of that link) and writes a linker script that puts them first in
-#      .rodata, and .rodata right after the dynamic linker's tables; every later relink uses it.
+#      .rodata (those every training session read, then those only some did), and .rodata right after the dynamic
+#      linker's tables; every later relink uses it.
 #   3b. Native passes (when perf works): the laid-out binary serves the session natively under `perf record -e
 #      page-faults`; functions whose first instruction fetch faulted outside the laid-out block join it, and .rodata
 #      sections whose read faulted outside the hot block join that (order.py data-native); relink; again until a pass
