@@ -267,24 +267,30 @@ def section_rss_kb(pid, path):
     return res
 
 
-def cmd_sections(a):
+def after_session(binary, calls, read):
+    """Runs the session once with `binary` and returns `read(pid)`, called before its stdin closes."""
     home = tempfile.mkdtemp(prefix="pimcp-layout-")
     try:
         env, cfg = setup(home)
-        s = Session([a.bin, "--config", cfg], env)
-        run_session(s, a.calls)
-        res = section_rss_kb(s.p.pid, a.bin)
+        s = Session([binary, "--config", cfg], env)
+        run_session(s, calls)
+        out = read(s.p.pid)
         s.close()
     finally:
         shutil.rmtree(home, ignore_errors=True)
+    return out
+
+
+def cmd_sections(a):
+    res = after_session(a.bin, a.calls, lambda pid: section_rss_kb(pid, a.bin))
     print(f"{a.bin}: resident KiB per section after the session ({a.calls} echo calls)")
     for name, kb in sorted(res.items(), key=lambda x: -x[1]):
         print(f"  {name:24} {kb:7d}")
 
 
 def mapping_rss_kb(pid):
-    """Rss and Anonymous KiB of each of pid's mappings, summed by (name, permissions): the binary, each library,
-    [heap], [stack], anonymous regions (thread stacks, malloc arenas, the runtime's own mmaps)."""
+    """[Rss KiB, mappings] of pid's mappings, summed by (name, permissions): the binary, each library, [heap],
+    [stack], anonymous regions (thread stacks, malloc arenas, the runtime's own mmaps)."""
     res = {}
     key = None
     with open(f"/proc/{pid}/smaps") as f:
@@ -294,27 +300,18 @@ def mapping_rss_kb(pid):
                 name = os.path.basename(parts[5]) if len(parts) > 5 and parts[5].startswith("/") else (
                     parts[5] if len(parts) > 5 else "(anonymous)")
                 key = (name, parts[1])
-                res.setdefault(key, [0, 0, 0])
-                res[key][2] += 1
+                res.setdefault(key, [0, 0])
+                res[key][1] += 1
             elif parts[0] == "Rss:" and key:
                 res[key][0] += int(parts[1])
     return res
 
 
 def cmd_maps(a):
-    home = tempfile.mkdtemp(prefix="pimcp-layout-")
-    try:
-        env, cfg = setup(home)
-        s = Session([a.bin, "--config", cfg], env)
-        run_session(s, a.calls)
-        res = mapping_rss_kb(s.p.pid)
-        st = status_kb(s.p.pid)
-        s.close()
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    res, st = after_session(a.bin, a.calls, lambda pid: (mapping_rss_kb(pid), status_kb(pid)))
     print(f"{a.bin}: resident KiB per mapping after the session ({a.calls} echo calls); VmHWM {st['VmHWM']} KiB, "
           f"VmRSS {st['VmRSS']} KiB")
-    for (name, perms), (kb, _, n) in sorted(res.items(), key=lambda x: -x[1][0]):
+    for (name, perms), (kb, n) in sorted(res.items(), key=lambda x: -x[1][0]):
         if kb:
             print(f"  {kb:6d}  {perms}  {name}" + (f" ({n} mappings)" if n > 1 else ""))
 
