@@ -186,9 +186,9 @@ async fn attempt<H: ClientHandler>(
     // Outside the trace, so the cancellations sent at close are traced too.
     let transport = CancelOnClose::new(crate::trace::traced(lines, spec.trace.as_ref(), TransportKind::Stdio));
     // The handshake runs as a task of its own: its polls (rmcp's `serve_inner` alone has a 64 KB frame) start at the
-    // scheduler's depth instead of below this connect chain's frames, so the deepest stack a session touches (and
-    // the main thread's stack pages stay resident once touched) is shallower. Its future (~29 KB) goes straight
-    // into a box, never onto this frame. Dropping the guard aborts the task (timeout, cancel, exit).
+    // scheduler's depth instead of below this connect chain's frames, so the deepest stack a session touches is
+    // shallower (the main thread's stack pages stay resident once touched). Its future (~29 KB) goes straight into
+    // a box, never onto this frame. Dropping the guard aborts the task (timeout, cancel, exit).
     let mut handshake = AbortOnDrop(tokio::spawn(boxed_in_place(
         handler.serve_with_lifecycle(transport, lifecycle),
     )));
