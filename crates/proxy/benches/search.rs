@@ -1,7 +1,9 @@
 //! Search benchmark: builds synthetic catalogs (20, 1,000, 5,000, 20,000 tools; deterministic seed) and prints a
 //! markdown table of index build time and per-query latency (median / p99) for ranked search, ranked search plus the
 //! result text, regex search and typo suggestions, as wall-clock and as thread CPU time. Run:
-//! `cargo bench -p pimcp-proxy --bench search` (`PIMCP_BENCH_DETAIL=1` adds per-query medians on stderr).
+//! `cargo bench -p pimcp-proxy --bench search` (`PIMCP_BENCH_DETAIL=1` adds per-query medians on stderr;
+//! `PIMCP_BENCH_TOOLS=N` runs one catalog size; `PIMCP_BENCH_QUERY=q` times that one ranked query 20,000 times and
+//! stops; `PIMCP_BENCH_DUMP=dir` writes every ranked query's result text to `dir/<tools>.txt`, to compare versions).
 #![allow(clippy::print_stdout)] // the table on stdout is this binary's output
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -592,7 +594,11 @@ fn main() {
     println!("Wall-clock time per query, median / p99 (µs):\n");
     println!("| tools | tokens | build (ms) | ranked | ranked + text | regex | suggest | queries × reps |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let only: Option<usize> = std::env::var("PIMCP_BENCH_TOOLS").ok().and_then(|v| v.parse().ok());
     for &(n_tools, n_servers, reps) in sizes {
+        if only.is_some_and(|n| n != n_tools) {
+            continue;
+        }
         let docs = catalog(n_tools, n_servers, 0x5EED_0000 + n_tools as u64, &lexicon);
         let builds: Vec<Duration> = (0..5).map(|_| time(|| SearchIndex::build(docs.clone())).0).collect();
         let build = stats(builds).median;
@@ -630,6 +636,23 @@ fn main() {
             for t in &typos {
                 suggest.push(time(|| index.suggest(t, 5).len()));
             }
+        }
+        if let Ok(q) = std::env::var("PIMCP_BENCH_QUERY") {
+            let query = SearchQuery::new(q.as_str());
+            let samples: Vec<Duration> = (0..20_000)
+                .map(|_| time(|| index.search(&query).map(|p| p.total)).0)
+                .collect();
+            println!("{q:?}: {}", us(stats(samples).median));
+            return;
+        }
+        if let Some(dir) = std::env::var_os("PIMCP_BENCH_DUMP") {
+            let mut all = String::new();
+            for q in &queries {
+                let query = SearchQuery::new(q.as_str());
+                let page = index.search(&query).unwrap();
+                all.push_str(&format!("=== {q:?}\n{}\n", search_text(&query, &page, &[])));
+            }
+            std::fs::write(std::path::Path::new(&dir).join(format!("{n_tools}.txt")), all).unwrap();
         }
         if std::env::var_os("PIMCP_BENCH_DETAIL").is_some() {
             detail(&index, &queries, &typos, reps);

@@ -7,6 +7,8 @@
 //! than its budget drops detail (shallower nesting, then trailing properties, shown as `…`). A missing schema, or
 //! one without properties, has the shape `{}`.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 /// Default character budget of a shape.
@@ -25,14 +27,22 @@ pub fn shape(schema: Option<&Value>) -> String {
 
 /// The shape of `schema` in at most `max_chars` characters (at least a few characters are always returned).
 pub fn shape_within(schema: Option<&Value>, max_chars: usize) -> String {
-    let Some(schema) = schema else { return "{}".to_string() };
+    match schema {
+        Some(Value::Object(obj)) => object_shape_within(obj, max_chars),
+        Some(Value::Bool(false)) => "never".to_string(),
+        _ => "{}".to_string(),
+    }
+}
+
+/// [`shape_within`] of a schema object, read where it is: a catalog's shared schema is shaped without a copy.
+pub fn object_shape_within(schema: &Map<String, Value>, max_chars: usize) -> String {
     for depth in (1..=MAX_OBJECT_DEPTH).rev() {
         let r = Renderer {
             root: schema,
             max_depth: depth,
             budget: None,
         };
-        let s = r.top(schema);
+        let s = r.top();
         if s.chars().count() <= max_chars {
             return s;
         }
@@ -42,7 +52,7 @@ pub fn shape_within(schema: Option<&Value>, max_chars: usize) -> String {
         max_depth: 1,
         budget: Some(max_chars),
     };
-    let s = r.top(schema);
+    let s = r.top();
     if s.chars().count() <= max_chars {
         return s;
     }
@@ -53,15 +63,32 @@ pub fn shape_within(schema: Option<&Value>, max_chars: usize) -> String {
 }
 
 struct Renderer<'a> {
-    root: &'a Value,
+    /// The schema being shaped, which local `$ref`s point into.
+    root: &'a Map<String, Value>,
     max_depth: usize,
     /// When set, the top-level object stops adding properties at this many characters.
     budget: Option<usize>,
 }
 
+/// What a local `$ref` points at: the root schema object itself (`#`), or a value inside it.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Root(&'a Map<String, Value>),
+    Inner(&'a Value),
+}
+
+impl<'a> Target<'a> {
+    fn as_object(self) -> Option<&'a Map<String, Value>> {
+        match self {
+            Target::Root(obj) => Some(obj),
+            Target::Inner(value) => value.as_object(),
+        }
+    }
+}
+
 impl Renderer<'_> {
-    fn top(&self, schema: &Value) -> String {
-        let s = self.render(schema, 0, 0);
+    fn top(&self) -> String {
+        let s = self.render_object(self.root, 0, 0);
         if s == "any" || s == "object" {
             "{}".to_string()
         } else {
@@ -70,12 +97,21 @@ impl Renderer<'_> {
     }
 
     fn render(&self, schema: &Value, depth: usize, refs: usize) -> String {
-        let obj = match schema {
-            Value::Bool(true) => return "any".to_string(),
-            Value::Bool(false) => return "never".to_string(),
-            Value::Object(obj) => obj,
-            _ => return "any".to_string(),
-        };
+        match schema {
+            Value::Bool(false) => "never".to_string(),
+            Value::Object(obj) => self.render_object(obj, depth, refs),
+            _ => "any".to_string(),
+        }
+    }
+
+    fn render_target(&self, target: Target<'_>, depth: usize, refs: usize) -> String {
+        match target {
+            Target::Root(obj) => self.render_object(obj, depth, refs),
+            Target::Inner(value) => self.render(value, depth, refs),
+        }
+    }
+
+    fn render_object(&self, obj: &Map<String, Value>, depth: usize, refs: usize) -> String {
         if let Some(Value::String(reference)) = obj.get("$ref") {
             return self.reference(reference, depth, refs);
         }
@@ -193,7 +229,6 @@ impl Renderer<'_> {
             .iter()
             .map(|s| {
                 self.resolve_shallow(s)
-                    .as_object()
                     .filter(|o| o.get("properties").is_some_and(Value::is_object))
             })
             .collect();
@@ -228,27 +263,34 @@ impl Renderer<'_> {
         }
     }
 
-    fn resolve_shallow<'v>(&'v self, schema: &'v Value) -> &'v Value {
+    fn resolve_shallow<'v>(&'v self, schema: &'v Value) -> Option<&'v Map<String, Value>> {
         match schema.get("$ref").and_then(Value::as_str).and_then(|r| self.lookup(r)) {
-            Some(target) => target,
-            None => schema,
+            Some(target) => target.as_object(),
+            None => schema.as_object(),
         }
     }
 
-    fn lookup(&self, reference: &str) -> Option<&Value> {
+    /// The target of a local `$ref` (`#`, `#/$defs/x`), a JSON pointer into the root schema.
+    fn lookup(&self, reference: &str) -> Option<Target<'_>> {
         let pointer = reference.strip_prefix('#')?;
         if pointer.is_empty() {
-            Some(self.root)
-        } else {
-            self.root.pointer(pointer)
+            return Some(Target::Root(self.root));
         }
+        let rest = pointer.strip_prefix('/')?;
+        let (first, rest) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+        let first = if first.contains('~') {
+            Cow::Owned(first.replace("~1", "/").replace("~0", "~"))
+        } else {
+            Cow::Borrowed(first)
+        };
+        self.root.get(first.as_ref())?.pointer(rest).map(Target::Inner)
     }
 
     fn reference(&self, reference: &str, depth: usize, refs: usize) -> String {
         if refs < MAX_REF_DEPTH
             && let Some(target) = self.lookup(reference)
         {
-            return self.render(target, depth, refs + 1);
+            return self.render_target(target, depth, refs + 1);
         }
         let name = reference.rsplit(['/', '#']).find(|s| !s.is_empty()).unwrap_or("any");
         if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
@@ -405,10 +447,28 @@ mod tests {
                 Some(json!({"type": "object", "properties": {"f": false, "t": true}})),
                 "{f?: never, t?: any}",
             ),
+            (
+                Some(json!({"type": "object", "properties": {"child": {"$ref": "#"}, "id": {"type": "string"}}})),
+                "{child?: {child?: {child?: any, id?: string}, id?: string}, id?: string}",
+            ),
+            (
+                Some(json!({"$defs": {"a/b": {"type": "string"}, "m~n": {"type": "number"}},
+                    "type": "object", "properties": {"s": {"$ref": "#/$defs/a~1b"}, "n": {"$ref": "#/$defs/m~0n"}}})),
+                "{s?: string, n?: number}",
+            ),
+            (
+                Some(json!({"type": "object", "properties": {"x": {"$ref": "#/nowhere/X"}}})),
+                "{x?: X}",
+            ),
             (Some(json!("not a schema")), "{}"),
+            (Some(json!(true)), "{}"),
+            (Some(json!(false)), "never"),
         ];
         for (schema, want) in cases {
             assert_eq!(shape(schema.as_ref()), want, "{schema:?}");
+            if let Some(Value::Object(obj)) = &schema {
+                assert_eq!(object_shape_within(obj, DEFAULT_SHAPE_CHARS), want, "{schema:?}");
+            }
         }
     }
 

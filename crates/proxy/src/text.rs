@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::error::Error;
 use crate::search::{MatchKind, SearchPage, SearchQuery, ToolDoc};
-use crate::shapes::shape;
+use crate::shapes::DEFAULT_SHAPE_CHARS;
 
 /// `_meta` key carrying an error result's category.
 pub const CATEGORY_META_KEY: &str = "pimcp/category";
@@ -369,7 +369,7 @@ pub fn search_text(query: &SearchQuery, page: &SearchPage<'_>, skipped: &[Skippe
             if !description.is_empty() {
                 out.push_str(&format!(" — {description}"));
             }
-            out.push_str(&format!("\n  {}\n", shape(Some(&hit.doc.input_schema_value()))));
+            out.push_str(&format!("\n  {}\n", hit.doc.input_shape_within(DEFAULT_SHAPE_CHARS)));
         }
         if let Some(next) = page.next_offset {
             out.push_str(&format!("\nnext: offset {next}"));

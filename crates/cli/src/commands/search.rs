@@ -3,7 +3,7 @@
 //! that could not be searched and why.
 
 use clap::Args;
-use pimcp_proxy::{MatchKind, SearchOutcome, SearchQuery, shape_within};
+use pimcp_proxy::{MatchKind, SearchOutcome, SearchQuery};
 use serde_json::{Value, json};
 
 use super::connect::check_server;
@@ -94,7 +94,7 @@ fn search_json(args: &SearchArgs, outcome: &SearchOutcome) -> Value {
             "server": h.doc.server,
             "originalName": h.doc.original_name,
             "description": h.doc.description,
-            "params": pimcp_proxy::shape(Some(&h.doc.input_schema_value())),
+            "params": h.doc.input_shape_within(pimcp_proxy::DEFAULT_SHAPE_CHARS),
             "match": kind_name(h.kind),
             "score": h.score,
         })).collect::<Vec<_>>(),
@@ -119,7 +119,7 @@ fn render(args: &SearchArgs, outcome: &SearchOutcome, style: Style) -> String {
             table.row(vec![
                 cell(hit.doc.name.clone(), Some(Colour::Cyan)),
                 hit.doc.server.as_str().into(),
-                shape_within(Some(&hit.doc.input_schema_value()), SHAPE_CHARS).into(),
+                hit.doc.input_shape_within(SHAPE_CHARS).into(),
                 one_line(&hit.doc.description, DESCRIPTION_CHARS).into(),
             ]);
         }
