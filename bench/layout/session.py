@@ -68,14 +68,18 @@ def upstream_like_everything(home):
     know `server/discover` (-32601: pimcp-run's client falls back to `initialize`), announces tool-list changes
     (pimcp-run refreshes its catalog), asks for roots right after `initialized`, reporting them in a log message, and
     lists more than 20 tools with varied schemas (sorting and parsing take other paths for larger lists), with
-    instructions in non-ASCII text.
+    instructions in non-ASCII text, and writes its messages as the TypeScript SDK does (`--wire-like-everything`:
+    `jsonrpc` and `id` after the payload, the `tasks` capability and tools' `execution` that rmcp's model skips,
+    draft-07 `$schema`s; session 11: without them a Python SDK session against server-everything fetched 16 windows
+    of BOLT's cold code).
     Used with the stateless host session, so one run covers both (session 7: without them a session against
     server-everything ran ~1.3 MiB of code outside the laid-out block)."""
     cfg = os.path.join(home, "config-legacy.json")
     with open(cfg, "w") as f:
         json.dump({"mcpServers": {"fixture": {"command": FIXTURE,
                                               "args": ["--no-discover", "--list-changed-every", "250",
-                                                       "--roots-at-start", "--tools", "24", "--instructions",
+                                                       "--roots-at-start", "--wire-like-everything",
+                                                       "--tools", "24", "--instructions",
                                                        NON_ASCII_INSTRUCTIONS]}}}, f)
     return cfg
 
