@@ -22,7 +22,9 @@ Subcommands:
                  under valgrind's lackey, which reports every load, and write to OUT the address ranges of BIN's
                  .rodata they read, one `start end sessions` (hex; bit n of sessions: the n-th session read it) a
                  line: `order.py data` turns them into a linker script.
-  rss BIN...     start each binary in turn, alternating (--rounds N), run the session and print per binary the
+  rss BIN...     start each binary in turn, alternating (--rounds N), run the session (--version V, default
+                 2025-06-18; --upstream like-everything: against `upstream_like_everything`; both also for maps)
+                 and print per binary the
                  medians of VmHWM, RssAnon, RssFile, the Rss of the binary's own mappings and the minor/major page
                  faults, read from /proc right before EOF. --evict drops the binary's page-cache pages before each
                  start (posix_fadvise DONTNEED, the file only), so each start pages its code in from disk.
@@ -82,6 +84,12 @@ def upstream_like_everything(home):
                                                        "--tools", "24", "--instructions",
                                                        NON_ASCII_INSTRUCTIONS]}}}, f)
     return cfg
+
+
+def upstream_config(a, home, cfg):
+    """The config for --upstream: `fixture` (plain mcp-fixture, the default) or `like-everything`
+    (`upstream_like_everything`)."""
+    return upstream_like_everything(home) if a.upstream == "like-everything" else cfg
 
 
 def config_for(version, home, cfg):
@@ -271,13 +279,17 @@ def section_rss_kb(pid, path):
     return res
 
 
-def after_session(binary, calls, read):
-    """Runs the session once with `binary` and returns `read(pid)`, called before its stdin closes."""
+def after_session(binary, calls, read, a=None):
+    """Runs the session once with `binary` (protocol and upstream from `a`'s --version / --upstream, when given) and
+    returns `read(pid)`, called before its stdin closes."""
     home = tempfile.mkdtemp(prefix="pimcp-layout-")
     try:
         env, cfg = setup(home)
+        version = "2025-06-18"
+        if a is not None:
+            cfg, version = upstream_config(a, home, cfg), a.version
         s = Session([binary, "--config", cfg], env)
-        run_session(s, calls)
+        run_session(s, calls, version)
         out = read(s.p.pid)
         s.close()
     finally:
@@ -312,7 +324,7 @@ def mapping_rss_kb(pid):
 
 
 def cmd_maps(a):
-    res, st = after_session(a.bin, a.calls, lambda pid: (mapping_rss_kb(pid), status_kb(pid)))
+    res, st = after_session(a.bin, a.calls, lambda pid: (mapping_rss_kb(pid), status_kb(pid)), a)
     print(f"{a.bin}: resident KiB per mapping after the session ({a.calls} echo calls); VmHWM {st['VmHWM']} KiB, "
           f"VmRSS {st['VmRSS']} KiB")
     for (name, perms), (kb, n) in sorted(res.items(), key=lambda x: -x[1][0]):
@@ -342,10 +354,11 @@ def cmd_rss(a):
             home = tempfile.mkdtemp(prefix="pimcp-layout-")
             try:
                 env, cfg = setup(home)
+                cfg = upstream_config(a, home, cfg)
                 if a.evict:
                     evict(b)
                 s = Session([b, "--config", cfg], env)
-                run_session(s, a.calls)
+                run_session(s, a.calls, a.version)
                 st = status_kb(s.p.pid)
                 st.update(binary_rss_kb(s.p.pid, b))
                 st["minflt"], st["majflt"] = faults(s.p.pid)
@@ -356,8 +369,9 @@ def cmd_rss(a):
             finally:
                 shutil.rmtree(home, ignore_errors=True)
     keys = ["VmHWM", "RssAnon", "RssFile", "text", "ro", "rw", "minflt", "majflt"]
-    print(f"load {open('/proc/loadavg').read().split()[:3]}; {a.rounds} alternating rounds, {a.calls} echo calls "
-          f"after the mode calls{'; page cache of the binary evicted before each start' if a.evict else ''}")
+    print(f"load {open('/proc/loadavg').read().split()[:3]}; {a.rounds} alternating rounds, protocol {a.version}, "
+          f"upstream {a.upstream or 'fixture'}, {a.calls} echo calls after the mode calls"
+          f"{'; page cache of the binary evicted before each start' if a.evict else ''}")
     print("| binary | VmHWM MiB (median, min–max) | RssAnon MiB | RssFile MiB | binary r-x / r-- / rw- Rss MiB "
           "| minor / major faults |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -379,7 +393,7 @@ def cmd_faults(a):
     home = tempfile.mkdtemp(prefix="pimcp-layout-faults-")
     try:
         env, cfg = setup(home)
-        cfg = config_for(a.version, home, cfg)
+        cfg = upstream_config(a, home, cfg) if a.upstream else config_for(a.version, home, cfg)
         s = Session(["perf", "record", "-q", "-e", "page-faults", "-c", "1", "-d", "-o", a.out, "--", a.bin,
                      "--config", cfg], env)
         run_session(s, a.calls, a.version)
@@ -545,6 +559,13 @@ def main():
     m = sub.add_parser("maps")
     m.add_argument("bin")
     m.add_argument("--calls", type=int, default=200)
+    for sp in (r, m):
+        sp.add_argument("--version", default="2025-06-18",
+                        help=f"protocol version; {STATELESS} for the stateless protocol (the Python SDK's Client)")
+    for sp in (r, f, m):
+        sp.add_argument("--upstream", choices=["fixture", "like-everything"],
+                        help="mcp-fixture as it is (default; for faults the default follows --version), or as "
+                             "server-everything behaves (upstream_like_everything)")
     d = sub.add_parser("reads")
     d.add_argument("bin")
     d.add_argument("out")

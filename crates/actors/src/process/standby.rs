@@ -70,7 +70,9 @@ impl StandbySlot {
             return Ok(waiting.spawned.child.pid());
         }
         let mut cmd = tokio::process::Command::new(shim);
-        cmd.arg(STANDBY_ARG).arg(std::process::id().to_string());
+        // `format!`, not `to_string()`: the latter inlines integer formatting here, with a branch per digit count
+        // that a laid-out build's training may never take (a 5-digit pid ran cold code when training pids had 6).
+        cmd.arg(STANDBY_ARG).arg(format!("{}", std::process::id()));
         let spawned = spawn_leader(cmd, true)?;
         let pid = spawned.child.pid();
         let mut slot = self.lock();
