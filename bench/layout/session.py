@@ -54,9 +54,17 @@ def setup(home):
     env.pop("PIMCP_LOG", None)
     env.pop("RUST_LOG", None)
     cfg = os.path.join(home, "config.json")
-    with open(cfg, "w") as f:
-        json.dump({"mcpServers": {"fixture": {"command": FIXTURE}}}, f)
+    # As users write it: pretty-printed, with an `args` list (here empty) and an `env` object. The config is parsed
+    # at every start, and JSON's whitespace, an empty array and an object take their own paths in the parser (session
+    # 11: a one-line config without them left 4 cold-code windows to every start from a user's file).
+    write_config(cfg, {"mcpServers": {"fixture": {"command": FIXTURE, "args": [], "env": {"PIMCP_LAYOUT_SERVER": "1"}}}})
     return env, cfg
+
+
+def write_config(path, config):
+    with open(path, "w") as f:
+        json.dump(config, f, indent=2)
+        f.write("\n")
 
 
 # Server instructions with non-ASCII text, as real servers' descriptions and instructions have (dashes, quotes,
@@ -68,7 +76,8 @@ NON_ASCII_INSTRUCTIONS = ("Tools for testing MCP clients — echo, add, long-run
 def upstream_like_everything(home):
     """A second config in `home` whose mcp-fixture behaves as server-everything does towards pimcp-run: it does not
     know `server/discover` (-32601: pimcp-run's client falls back to `initialize`), announces tool-list changes
-    (pimcp-run refreshes its catalog), asks for roots right after `initialized`, reporting them in a log message, and
+    (two right after `initialized`, then every 250 ms: pimcp-run refreshes its catalog), asks for roots right after
+    those, reporting them in a log message, and
     lists more than 20 tools with varied schemas (sorting and parsing take other paths for larger lists), with
     instructions in non-ASCII text, and writes its messages as the TypeScript SDK does (`--wire-like-everything`:
     `jsonrpc` and `id` after the payload, the `tasks` capability and tools' `execution` that rmcp's model skips,
@@ -77,12 +86,11 @@ def upstream_like_everything(home):
     Used with the stateless host session, so one run covers both (session 7: without them a session against
     server-everything ran ~1.3 MiB of code outside the laid-out block)."""
     cfg = os.path.join(home, "config-legacy.json")
-    with open(cfg, "w") as f:
-        json.dump({"mcpServers": {"fixture": {"command": FIXTURE,
-                                              "args": ["--no-discover", "--list-changed-every", "250",
-                                                       "--roots-at-start", "--wire-like-everything",
-                                                       "--tools", "24", "--instructions",
-                                                       NON_ASCII_INSTRUCTIONS]}}}, f)
+    write_config(cfg, {"mcpServers": {"fixture": {"command": FIXTURE,
+                                                  "args": ["--no-discover", "--list-changed-every", "250",
+                                                           "--list-changed-at-start", "2", "--roots-at-start",
+                                                           "--wire-like-everything", "--tools", "24",
+                                                           "--instructions", NON_ASCII_INSTRUCTIONS]}}})
     return cfg
 
 
