@@ -54,11 +54,19 @@ def setup(home):
     env.pop("PIMCP_LOG", None)
     env.pop("RUST_LOG", None)
     cfg = os.path.join(home, "config.json")
-    # As users write it: pretty-printed, with an `args` list (here empty) and an `env` object. The config is parsed
-    # at every start, and JSON's whitespace, an empty array and an object take their own paths in the parser (session
-    # 11: a one-line config without them left 4 cold-code windows to every start from a user's file).
-    write_config(cfg, {"mcpServers": {"fixture": {"command": FIXTURE, "args": [], "env": {"PIMCP_LAYOUT_SERVER": "1"}}}})
+    # As users write it: pretty-printed, with an `args` list (here empty), and a second one that also has an `env`
+    # object (`with_env`; the first served session uses it). The config is parsed and hashed at every start, and JSON's
+    # whitespace, an empty array and an env take their own paths (session 11: a one-line config without them left 4
+    # cold-code windows to every start from a user's file; training with env only, 1–2 to starts without one).
+    write_config(cfg, {"mcpServers": {"fixture": {"command": FIXTURE, "args": []}}})
+    write_config(with_env(cfg), {"mcpServers": {"fixture": {"command": FIXTURE, "args": [],
+                                                            "env": {"PIMCP_LAYOUT_SERVER": "1"}}}})
     return env, cfg
+
+
+def with_env(cfg):
+    """The path of `setup`'s second config, whose server has an `env` object."""
+    return os.path.join(os.path.dirname(cfg), "config-env.json")
 
 
 def write_config(path, config):
@@ -421,7 +429,8 @@ def serve_runs(home, cfg):
     # (`upstream_like_everything`), and against one that speaks 2026-07-28 too (pimcp-run's client then discovers
     # it statelessly: session 8, 8 fetch faults in BOLT's cold region for the Python SDK client against
     # mcp-fixture without it).
-    return [(v, config_for(v, home, cfg)) for v in ("2025-06-18", "2025-11-25", STATELESS)] + [(STATELESS, cfg)]
+    return [("2025-06-18", with_env(cfg))] + [(v, config_for(v, home, cfg)) for v in ("2025-11-25", STATELESS)] + \
+        [(STATELESS, cfg)]
 
 
 def cmd_train(a):
