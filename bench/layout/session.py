@@ -270,13 +270,12 @@ def elf_sections(path):
     return secs
 
 
-def section_rss_kb(pid, path):
-    """Resident KiB of `path`'s own mappings per ELF section (present bits of /proc/PID/pagemap, pages attributed to
-    sections by file offset; a page shared by two sections counts for the first)."""
+def resident_offsets(pid, path):
+    """File offsets of the resident pages of `path`'s own mappings in process `pid` (present bits of
+    /proc/PID/pagemap; needs root)."""
     real = os.path.realpath(path)
-    secs = sorted((off, off + size, name) for name, _, off, size in elf_sections(path))
-    res = {}
     page = os.sysconf("SC_PAGE_SIZE")
+    out = []
     with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/pagemap", "rb") as pm:
         for line in maps:
             parts = line.split()
@@ -286,12 +285,20 @@ def section_rss_kb(pid, path):
             off = int(parts[2], 16)
             pm.seek(start // page * 8)
             data = pm.read((end - start) // page * 8)
-            for i in range(len(data) // 8):
-                if not int.from_bytes(data[i * 8:i * 8 + 8], "little") >> 63:
-                    continue
-                fo = off + i * page
-                name = next((n for lo, hi, n in secs if lo < fo + page and hi > fo), "(headers)")
-                res[name] = res.get(name, 0) + page // 1024
+            out += [off + i * page for i in range(len(data) // 8)
+                    if int.from_bytes(data[i * 8:i * 8 + 8], "little") >> 63]
+    return out
+
+
+def section_rss_kb(pid, path):
+    """Resident KiB of `path`'s own mappings per ELF section (pages attributed to sections by file offset; a page
+    shared by two sections counts for the first)."""
+    secs = sorted((off, off + size, name) for name, _, off, size in elf_sections(path))
+    page = os.sysconf("SC_PAGE_SIZE")
+    res = {}
+    for fo in resident_offsets(pid, path):
+        name = next((n for lo, hi, n in secs if lo < fo + page and hi > fo), "(headers)")
+        res[name] = res.get(name, 0) + page // 1024
     return res
 
 
