@@ -281,11 +281,12 @@ fn on_a_terminal_colour_and_a_progress_line_unless_no_color() {
 fn ctrl_c_interrupts_a_call_and_stops_the_server() {
     let sb = Sandbox::new();
     let pid_file = sb.root.path().join("fixture.pid");
+    let events = sb.root.path().join("fixture-events.jsonl");
     sb.write(
         sb.global(),
         &json!({ "mcpServers": { "fixture": {
             "command": mcp_fixture::bin_path(),
-            "args": ["--pid-file", pid_file],
+            "args": ["--pid-file", pid_file, "--event-log", events],
         } } })
         .to_string(),
     );
@@ -310,7 +311,16 @@ fn ctrl_c_interrupts_a_call_and_stops_the_server() {
     });
     assert!(started, "the fixture never started");
     let server = server.unwrap();
-    // The call is running once the server is up; SIGINT is what Ctrl-C sends.
+    // Interrupt the call itself, not the connect before it: wait until the fixture has logged it.
+    let calling = crate::support::poll_until(std::time::Duration::from_secs(20), || {
+        std::fs::read_to_string(&events).is_ok_and(|log| {
+            log.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .any(|e| e["event"] == "call" && e["name"] == "slow")
+        })
+    });
+    assert!(calling, "the call never reached the fixture");
+    // SIGINT is what Ctrl-C sends.
     let sent = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
