@@ -58,7 +58,7 @@ fn status_connect_and_the_cache_between_runs() {
         names.contains(&"fixture_echo") && names.contains(&"fixture_add"),
         "{names:?}"
     );
-    assert_eq!(json["prompts"], json!(["greet", "summarize"]));
+    assert_eq!(json["prompts"], json!(["greet", "summarize", "brief", "translate"]));
     assert!(json["protocolVersion"].is_string());
 
     // A new process knows the tools from the cache without starting the server.
@@ -195,8 +195,16 @@ fn prompts_connect_a_server_nothing_is_known_about() {
         prompts[0]["arguments"],
         json!([{"name": "name", "description": "Who to greet.", "required": true}])
     );
+    // No arguments: an empty list; an argument without a description: null.
+    assert_eq!(prompts[2]["name"], "brief");
+    assert_eq!(prompts[2]["arguments"], json!([]));
+    assert_eq!(
+        prompts[3]["arguments"][1],
+        json!({"name": "to", "description": null, "required": false})
+    );
     let human = sb.run(&["prompts"]);
     assert!(human.stdout.contains("summarize  text, style?"), "{human:?}");
+    assert!(human.stdout.contains("translate  text, to?"), "{human:?}");
 }
 
 #[test]

@@ -205,8 +205,11 @@ async fn prompts_and_resources_pass_through() {
     let session = connect(env.server(), TestHost::plain()).await;
     let prompts = session.client.list_all_prompts().await.unwrap();
     let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(names, ["fx_greet", "fx_summarize"]);
+    assert_eq!(names, ["fx_greet", "fx_summarize", "fx_brief", "fx_translate"]);
     assert_eq!(prompts[0].arguments.as_ref().unwrap()[0].name, "name");
+    // A prompt without arguments and an argument without a description pass through as they are.
+    assert!(prompts[2].arguments.is_none());
+    assert_eq!(prompts[3].arguments.as_ref().unwrap()[1].description, None);
     let mut params = GetPromptRequestParams::new("fx_greet");
     params.arguments = json!({ "name": "Ada" }).as_object().cloned();
     let got = session.client.get_prompt(params).await.unwrap();
