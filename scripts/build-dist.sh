@@ -30,7 +30,8 @@
 #      sections whose read faulted outside the hot block join that (order.py data-native); relink; again until a pass
 #      adds none (at most NATIVE_PASSES).
 #   3c. BOLT (when llvm-bolt is installed: Debian's bolt-16): the link replayed with --emit-relocs, instrumented by
-#      llvm-bolt, run natively through the training sessions (BOLT_RUNS times, BOLT_CALLS echo calls), then
+#      llvm-bolt, run natively through the training sessions (BOLT_RUNS times, BOLT_CALLS echo calls, each run
+#      against another catalog of the like-everything upstream), then
 #      rewritten: each function's blocks that ran stay in .text in the order file's order, the rest move to
 #      .text.cold, so the resident code is what runs rather than whole functions. The DWARF line tables are
 #      rewritten for the moved code (-update-debug-sections: backtraces keep file:line).
@@ -262,8 +263,10 @@ if [ "$BOLT" = 1 ]; then
     # in every 1,000-call session).
     CALLS=$BOLT_CALLS
     if [ "$run" = "$BOLT_RUNS" ]; then CALLS=$BOLT_LONG_CALLS; fi
+    # Each run also serves another catalog from the like-everything upstream (session.py VARIANTS: list sizes and
+    # seeds): branches taken by a catalog's sizes run in some run.
     FIXTURE=$FIXTURE python3 bench/layout/session.py train --native "$WORK/bolt/t/x2/pimcp-run" "$WORK/bolt/out" \
-      --calls "$CALLS" "${ENV_ARGS[@]}" || die "BOLT training run $run failed"
+      --calls "$CALLS" --variant $((run - 1)) "${ENV_ARGS[@]}" || die "BOLT training run $run failed"
   done
   ls "$WORK"/bolt/profile/prof.*.fdata >/dev/null 2>&1 || die "the instrumented pimcp-run wrote no profile"
   "$MERGE_FDATA" "$WORK"/bolt/profile/prof.*.fdata >"$WORK/bolt/profile.fdata" 2>"$WORK/bolt/merge.log" ||

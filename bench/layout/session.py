@@ -17,7 +17,8 @@ Subcommands:
                  variables to the environment (how many a user's shell has varies, and with it the paths the
                  environment's sort and growth take at start); --minimal-env keeps only the six variables the MCP
                  SDKs pass a stdio server by default (HOME, LOGNAME, PATH, SHELL, TERM, USER) plus pimcp's own;
-                 without it, one variable with an empty value is added (users' shells have such).
+                 without it, one variable with an empty value is added (users' shells have such). --variant K
+                 serves the like-everything upstream's K-th catalog (VARIANTS: list sizes and seeds).
   reads BIN OUT  run the served sessions of `train` with BIN (a non-PIE executable: its addresses are the link's)
                  under valgrind's lackey, which reports every load, and write to OUT the address ranges of BIN's
                  .rodata they read, one `start end sessions` (hex; bit n of sessions: the n-th session read it) a
@@ -75,30 +76,68 @@ def write_config(path, config):
         f.write("\n")
 
 
-# Server instructions with non-ASCII text, as real servers' descriptions and instructions have (dashes, quotes,
-# emoji): UTF-8 validation and character counting take their multi-byte paths.
-NON_ASCII_INSTRUCTIONS = ("Tools for testing MCP clients — echo, add, long-running “operations”, images ✓. "
-                          "Call them in any order; results are deterministic.")
+# Server instructions as servers write them: several lines of Markdown, 1–2 KB, with non-ASCII text (dashes, quotes,
+# emoji: UTF-8 validation and character counting take their multi-byte paths; a four-byte emoji another one). The
+# host sees their first line; `mcp({instructions})` all of them.
+NON_ASCII_INSTRUCTIONS = """# Fixture Server – Instructions for Agents
+
+These instructions are for a model or agent that calls the fixture's tools through an MCP client.
+Tools for testing MCP clients — echo, add, long-running “operations”, images ✓. Results are deterministic.
+
+## How the tools relate
+
+- `echo` returns its text unchanged; use it to check that a round trip works before anything else
+- `add` sums two numbers; `slow` reports progress while it waits, so a client can show it
+- `image` and `mixed` return image blocks, embedded resources and links: render them rather than their JSON
+- `sample`, `elicit` and `roots` ask the client in turn, and fail politely when it cannot answer
+
+## Limits
+
+- `huge` returns as many bytes as asked for (up to a few MiB): ask for little unless a test needs more
+- Calls after a crash fail until the client starts the server again; nothing is kept between sessions
+
+## Patterns
+
+- Call tools in any order; none depends on another's state
+- Prefer `describe` before a first call: argument names are case-sensitive
+
+If someone asks whether these instructions arrived, answer “🎉 The fixture's instructions reached the model.”
+"""
+
+# The like-everything upstream of each training variant (`train --variant K`, scripts/build-dist.sh's BOLT runs):
+# (synthetic tools, seed, server name, sorted lists). List sizes below and above 20 (sorts take other paths there),
+# lists in name order or not (many servers sort theirs: a sort then meets long runs), other names and lengths (the
+# `mcp` definition is measured with the server names in it; tool and prompt names are hashed), so that branches
+# taken by a catalog's sizes and order ran in some run. Session 12: with one catalog, a Python SDK session against
+# server-everything fetched 15 windows of BOLT's cold code; 7 of them were such branches.
+VARIANTS = [(24, 0x5EEDF1C7, "fixture", False), (13, 1, "fx", True), (41, 2, "test-tools", False),
+            (30, 3, "fixture_server", True), (57, 4, "local", True), (18, 5, "my-fixture-server", False)]
 
 
-def upstream_like_everything(home):
+def variant_server(variant):
+    """The like-everything upstream's server name in `variant`."""
+    return VARIANTS[variant % len(VARIANTS)][2]
+
+
+def upstream_like_everything(home, variant=0):
     """A second config in `home` whose mcp-fixture behaves as server-everything does towards pimcp-run: it does not
     know `server/discover` (-32601: pimcp-run's client falls back to `initialize`), announces tool-list changes
     (two right after `initialized`, then every 250 ms: pimcp-run refreshes its catalog), asks for roots right after
-    those, reporting them in a log message, and
-    lists more than 20 tools with varied schemas (sorting and parsing take other paths for larger lists), with
-    instructions in non-ASCII text, and writes its messages as the TypeScript SDK does (`--wire-like-everything`:
-    `jsonrpc` and `id` after the payload, the `tasks` capability and tools' `execution` that rmcp's model skips,
-    draft-07 `$schema`s; session 11: without them a Python SDK session against server-everything fetched 16 windows
-    of BOLT's cold code).
+    those and again during the third call (a host call in flight: server-everything asks 350 ms after
+    `initialized`, usually mid-call), reporting them in log messages, and
+    lists more than 20 tools with varied schemas (sorting and parsing take other paths for larger lists; `variant`
+    picks size, seed, order and the server's name from VARIANTS), with Markdown instructions in non-ASCII text, and writes its messages as the
+    TypeScript SDK does (`--wire-like-everything`: `jsonrpc` and `id` after the payload, the `tasks` capability
+    and tools' `execution` that rmcp's model skips, draft-07 `$schema`s, requests without a progress token;
+    session 11: without them a Python SDK session against server-everything fetched 16 windows of BOLT's cold code).
     Used with the stateless host session, so one run covers both (session 7: without them a session against
     server-everything ran ~1.3 MiB of code outside the laid-out block)."""
+    tools, seed, name, sorted_lists = VARIANTS[variant % len(VARIANTS)]
     cfg = os.path.join(home, "config-legacy.json")
-    write_config(cfg, {"mcpServers": {"fixture": {"command": FIXTURE,
-                                                  "args": ["--no-discover", "--list-changed-every", "250",
-                                                           "--list-changed-at-start", "2", "--roots-at-start",
-                                                           "--wire-like-everything", "--tools", "24",
-                                                           "--instructions", NON_ASCII_INSTRUCTIONS]}}})
+    args = ["--no-discover", "--list-changed-every", "250", "--list-changed-at-start", "2", "--roots-at-start",
+            "--roots-on-call", "3", "--wire-like-everything", "--tools", str(tools), "--seed", str(seed),
+            "--instructions", NON_ASCII_INSTRUCTIONS] + (["--sorted-lists"] if sorted_lists else [])
+    write_config(cfg, {"mcpServers": {name: {"command": FIXTURE, "args": args}}})
     return cfg
 
 
@@ -183,13 +222,15 @@ class Session:
         return self.p.wait(timeout=120)
 
 
-ECHO = {"tool": "fixture_echo", "args": {"text": "hi"}}
+def echo(server="fixture"):
+    return {"tool": f"{server}_echo", "args": {"text": "hi"}}
 
 
 STATELESS = "2026-07-28"
 
 
-def run_session(s, calls, version="2025-06-18"):
+def run_session(s, calls, version="2025-06-18", server="fixture"):
+    """The session against the config's one server, `server` (its tools are `<server>_<tool>`)."""
     if version == STATELESS:
         # No initialize: `server/discover`, then each request carries the version and client in its `_meta` (what
         # the Python SDK's `Client` does first), in compact JSON as the SDKs write it.
@@ -199,7 +240,7 @@ def run_session(s, calls, version="2025-06-18"):
                           "io.modelcontextprotocol/clientCapabilities": {}}
         s.rpc("server/discover", {})
         # The Python SDK's `Client` calls a tool before listing tools when its user does.
-        s.mcp(ECHO)
+        s.mcp(echo(server))
     else:
         s.rpc("initialize", {"protocolVersion": version, "capabilities": {},
                              "clientInfo": {"name": "layout-session", "version": "1"}})
@@ -210,24 +251,24 @@ def run_session(s, calls, version="2025-06-18"):
     if version != STATELESS:  # the stateless protocol has no ping (pimcp-run answers it "method not found")
         s.rpc("ping")
     s.mcp({})  # status
-    s.mcp(ECHO)  # first call: lazy start of the server
-    s.mcp({"server": "fixture"})
+    s.mcp(echo(server))  # first call: lazy start of the server
+    s.mcp({"server": server})
     s.mcp({"search": "echo"})
     s.mcp({"search": "ec.o", "regex": True, "limit": 3})
-    s.mcp({"describe": "fixture_echo"})
-    s.mcp({"instructions": "fixture"})
-    s.mcp({"tool": "fixture_add", "args": {"a": 2, "b": 3}})
-    s.mcp({"tool": "fixture_echo", "args": {"wrong": 1}}, expect_error=True)
-    s.mcp({"tool": "fixture_no_such_tool"}, expect_error=True)
+    s.mcp({"describe": f"{server}_echo"})
+    s.mcp({"instructions": server})
+    s.mcp({"tool": f"{server}_add", "args": {"a": 2, "b": 3}})
+    s.mcp({"tool": f"{server}_echo", "args": {"wrong": 1}}, expect_error=True)
+    s.mcp({"tool": f"{server}_no_such_tool"}, expect_error=True)
     # Other kinds of results and a call that reports progress (the shapes other servers answer with).
-    s.mcp({"tool": "fixture_fail", "args": {"message": "x"}}, expect_error=None)
-    s.mcp({"tool": "fixture_image"}, expect_error=None)
-    s.mcp({"tool": "fixture_mixed"}, expect_error=None)
-    s.mcp({"tool": "fixture_huge", "args": {"bytes": 20000}}, expect_error=None)
-    s.mcp({"tool": "fixture_slow", "args": {"ms": 20, "steps": 2}}, expect_error=None, meta={"progressToken": "p"})
+    s.mcp({"tool": f"{server}_fail", "args": {"message": "x"}}, expect_error=None)
+    s.mcp({"tool": f"{server}_image"}, expect_error=None)
+    s.mcp({"tool": f"{server}_mixed"}, expect_error=None)
+    s.mcp({"tool": f"{server}_huge", "args": {"bytes": 20000}}, expect_error=None)
+    s.mcp({"tool": f"{server}_slow", "args": {"ms": 20, "steps": 2}}, expect_error=None, meta={"progressToken": "p"})
     s.mcp({})
     for _ in range(calls):
-        s.mcp(ECHO)
+        s.mcp(echo(server))
 
 
 def status_kb(pid):
@@ -427,8 +468,8 @@ def cmd_faults(a):
         shutil.rmtree(home, ignore_errors=True)
 
 
-def serve_runs(home, cfg):
-    """(protocol version, config) of the sessions a training serves."""
+def serve_runs(home, cfg, variant=0):
+    """(protocol version, config, its server's name) of the sessions a training serves."""
     # Both sides of the 2025-11-25 protocol boundary (hosts negotiate either), and the 2026-07-28 stateless
     # protocol (server/discover and per-request `_meta`, what the Python SDK's `Client` speaks first): without it
     # such a host's session ran ~13 64-KiB windows of code outside the laid-out block (+1.7 MiB, session 7).
@@ -436,8 +477,9 @@ def serve_runs(home, cfg):
     # (`upstream_like_everything`), and against one that speaks 2026-07-28 too (pimcp-run's client then discovers
     # it statelessly: session 8, 8 fetch faults in BOLT's cold region for the Python SDK client against
     # mcp-fixture without it).
-    return [("2025-06-18", with_env(cfg))] + [(v, config_for(v, home, cfg)) for v in ("2025-11-25", STATELESS)] + \
-        [(STATELESS, cfg)]
+    like_everything = (STATELESS, upstream_like_everything(home, variant), variant_server(variant))
+    return [("2025-06-18", with_env(cfg), "fixture"), ("2025-11-25", cfg, "fixture"), like_everything,
+            (STATELESS, cfg, "fixture")]
 
 
 def cmd_train(a):
@@ -464,9 +506,9 @@ def cmd_train(a):
                     "--trace-children-skip=*mcp-fixture*,*pimcp-shim*",
                     f"--callgrind-out-file={os.path.join(a.outdir, 'callgrind.' + tag + '.%p')}", a.bin]
 
-        for version, config in serve_runs(home, cfg):
+        for version, config, server in serve_runs(home, cfg, a.variant):
             s = Session(vg("serve") + ["--config", config], env)
-            run_session(s, a.calls, version)
+            run_session(s, a.calls, version, server)
             rc = s.close()
             if rc != 0:
                 raise RuntimeError(f"pimcp-run (serve, protocol {version}) exited {rc}")
@@ -478,7 +520,7 @@ def cmd_train(a):
         s.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                              "clientInfo": {"name": "layout-session", "version": "1"}})
         s.notify("notifications/initialized")
-        s.mcp(ECHO)
+        s.mcp(echo())
         s.send_call_in_flight({"tool": "fixture_slow", "args": {"ms": 60000, "steps": 2}})
         rc = s.close()
         if rc != 0:
@@ -525,7 +567,7 @@ def cmd_reads(a):
     home = tempfile.mkdtemp(prefix="pimcp-layout-reads-")
     try:
         env, cfg = setup(home)
-        for n, (version, config) in enumerate(serve_runs(home, cfg)):
+        for n, (version, config, server) in enumerate(serve_runs(home, cfg)):
             r, w = os.pipe()
             reader = threading.Thread(target=mark, args=(r, 1 << n))
             reader.start()
@@ -534,7 +576,7 @@ def cmd_reads(a):
                              a.bin, "--config", config], env, pass_fds=(w,))
             finally:
                 os.close(w)
-            run_session(s, a.calls, version)
+            run_session(s, a.calls, version, server)
             rc = s.close()
             reader.join()
             if rc != 0:
@@ -566,6 +608,8 @@ def main():
     t.add_argument("--native", action="store_true", help="no valgrind: the binary profiles itself")
     t.add_argument("--env-pad", type=int, default=0, help="add N variables to pimcp-run's environment")
     t.add_argument("--minimal-env", action="store_true", help="only the MCP SDKs' default variables (and pimcp's)")
+    t.add_argument("--variant", type=int, default=0,
+                   help="catalog of the like-everything upstream (size and seed, see VARIANTS)")
     r = sub.add_parser("rss")
     r.add_argument("bins", nargs="+")
     r.add_argument("--rounds", type=int, default=5)
