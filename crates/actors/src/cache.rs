@@ -24,6 +24,11 @@ pub const CACHE_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// The cache file name under `<agentDir>/pimcp/`.
 pub const CACHE_FILE_NAME: &str = "cache.json";
 
+/// The smallest buffer a write serializes into. A write's buffer holds the previous file and half as much again,
+/// at least this: a few servers' metadata then serializes without the buffer growing (each growth copies it, and
+/// where it grows depends on the sizes of the catalog's texts, so a write would run code of its own).
+const WRITE_BUFFER_MIN: usize = 64 * 1024;
+
 /// The whole file. [`CacheFile::from_json`] and [`MetadataCache::load`] keep tool schemas unparsed; a plain
 /// `Deserialize` parses them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -281,6 +286,7 @@ impl MetadataCache {
         let lock = open_private(&self.lock_path(), false).map_err(|e| err("open lock file", e))?;
         fs4::FileExt::lock(&lock).map_err(|e| err("lock", e))?;
         let result = (|| {
+            let previous_len = std::fs::metadata(&self.path).map_or(0, |m| m.len());
             let mut file = self.load_in_memory();
             for (name, entry) in upserts {
                 file.servers.insert(name, entry);
@@ -291,7 +297,8 @@ impl MetadataCache {
             if let Some(configured) = configured {
                 file.servers.retain(|name, _| configured.contains(name));
             }
-            let bytes = serde_json::to_vec(&file).map_err(|e| err("serialize", std::io::Error::other(e)))?;
+            let mut bytes = Vec::with_capacity(write_buffer_len(previous_len));
+            serde_json::to_writer(&mut bytes, &file).map_err(|e| err("serialize", std::io::Error::other(e)))?;
             let tmp = dir.join(format!(".{CACHE_FILE_NAME}.{}.tmp", std::process::id()));
             {
                 let mut f = open_private(&tmp, true).map_err(|e| err("create temp file", e))?;
@@ -306,6 +313,12 @@ impl MetadataCache {
         let _ = fs4::FileExt::unlock(&lock);
         result
     }
+}
+
+/// The capacity of the buffer a write serializes into, after a file of `previous_len` bytes.
+fn write_buffer_len(previous_len: u64) -> usize {
+    let previous = usize::try_from(previous_len).unwrap_or(usize::MAX);
+    previous.saturating_add(previous / 2).max(WRITE_BUFFER_MIN)
 }
 
 /// Opens (creating) a file readable and writable by the owner only.
@@ -340,6 +353,14 @@ mod tests {
             tools: tools.iter().map(|t| tool(t)).collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_write_buffer_holds_the_previous_file_and_half_again() {
+        assert_eq!(write_buffer_len(0), WRITE_BUFFER_MIN);
+        assert_eq!(write_buffer_len(1000), WRITE_BUFFER_MIN);
+        assert_eq!(write_buffer_len(1 << 20), 3 << 19);
+        assert_eq!(write_buffer_len(u64::MAX), usize::MAX);
     }
 
     #[test]
