@@ -4,7 +4,8 @@
 The session (raw JSON-RPC over pimcp-run's stdin/stdout, one `mcp-fixture` server, hermetic HOME and config):
 initialize, notifications/initialized, tools/list, ping, then `mcp` calls of every common mode (status, list of
 the server, search, regex search, describe, instructions, echo calls, a call with bad arguments, an unknown tool,
-failing / image / mixed / large results, a call with progress), then --calls echo calls (default 200), then EOF.
+failing / image / mixed / large results, a call with progress), a tool removed upstream (searched for until gone),
+then --calls echo calls (default 200), then EOF.
 
 Subcommands:
   train OUTDIR   run the session (once per protocol version, then a short one that EOF cuts mid-call) and, unless
@@ -42,7 +43,7 @@ Subcommands:
 
 Env: FIXTURE (default <repo>/target/release/mcp-fixture).
 """
-import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, threading
+import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, threading, time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FIXTURE = os.environ.get("FIXTURE", os.path.join(ROOT, "target", "release", "mcp-fixture"))
@@ -267,8 +268,22 @@ def run_session(s, calls, version="2025-06-18", server="fixture"):
     s.mcp({"tool": f"{server}_huge", "args": {"bytes": 20000}}, expect_error=None)
     s.mcp({"tool": f"{server}_slow", "args": {"ms": 20, "steps": 2}}, expect_error=None, meta={"progressToken": "p"})
     s.mcp({})
+    catalog_change(s, server)
     for _ in range(calls):
         s.mcp(echo(server))
+
+
+def catalog_change(s, server, timeout=10.0):
+    """A tool removed upstream mid-session (`remove_tool`: list_changed, pimcp-run lists the tools again), then
+    searches until it is gone: a new index is built for the new catalog and the old one dropped (session 12: a
+    session against server-everything, whose tool list changes after the first search, ran that drop in cold code).
+    (`add_tool` would do too, but its schema's `pattern` makes the argument check compile a regex.)"""
+    s.mcp({"tool": f"{server}_remove_tool", "args": {"name": "whoami"}})
+    deadline = time.monotonic() + timeout
+    while f"{server}_whoami" in json.dumps(s.mcp({"search": "whoami"})):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"pimcp-run still lists {server}_whoami {timeout} s after its list_changed")
+        time.sleep(0.005)
 
 
 def status_kb(pid):
