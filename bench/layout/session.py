@@ -127,10 +127,11 @@ def upstream_like_everything(home, variant=0):
     those and again during the third call (a host call in flight: server-everything asks 350 ms after
     `initialized`, usually mid-call), reporting them in log messages, and
     lists more than 20 tools with varied schemas (sorting and parsing take other paths for larger lists; `variant`
-    picks size, seed, order and the server's name from VARIANTS), with Markdown instructions in non-ASCII text, and writes its messages as the
-    TypeScript SDK does (`--wire-like-everything`: `jsonrpc` and `id` after the payload, the `tasks` capability
-    and tools' `execution` that rmcp's model skips, draft-07 `$schema`s, requests without a progress token;
-    session 11: without them a Python SDK session against server-everything fetched 16 windows of BOLT's cold code).
+    picks size, seed, order and the server's name from VARIANTS), with Markdown instructions in non-ASCII text, and
+    writes its messages as the TypeScript SDK does (`--wire-like-everything`: `jsonrpc` and `id` after the payload,
+    the `tasks` capability and tools' `execution` that rmcp's model skips, draft-07 `$schema`s, requests without a
+    progress token; session 11: without them a Python SDK session against server-everything fetched 16 windows of
+    BOLT's cold code).
     Used with the stateless host session, so one run covers both (session 7: without them a session against
     server-everything ran ~1.3 MiB of code outside the laid-out block)."""
     tools, seed, name, sorted_lists = VARIANTS[variant % len(VARIANTS)]
