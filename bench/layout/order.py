@@ -272,7 +272,8 @@ SOME_SESSIONS = "# read by some training sessions only"
 
 def read_data_order(path):
     """(common, some): the two groups of a list `write_data_order` wrote."""
-    lines = [l.strip() for l in open(path) if l.strip()]
+    with open(path) as f:
+        lines = [l.strip() for l in f if l.strip()]
     if SOME_SESSIONS in lines:
         i = lines.index(SOME_SESSIONS)
         return lines[:i], [l for l in lines[i + 1:] if not l.startswith("#")]
@@ -312,10 +313,11 @@ def read_ranges(paths):
     """[(start, end, sessions)] from `session.py reads` files, sorted; sessions is a bit set (1 when not given)."""
     out = []
     for path in paths:
-        for line in open(path):
-            parts = [int(x, 16) for x in line.split()]
-            if parts:
-                out.append((parts[0], parts[1], parts[2] if len(parts) > 2 else 1))
+        with open(path) as f:
+            for line in f:
+                parts = [int(x, 16) for x in line.split()]
+                if parts:
+                    out.append((parts[0], parts[1], parts[2] if len(parts) > 2 else 1))
     return sorted(out)
 
 
