@@ -263,8 +263,8 @@ if [ "$BOLT" = 1 ]; then
     # in every 1,000-call session).
     CALLS=$BOLT_CALLS
     if [ "$run" = "$BOLT_RUNS" ]; then CALLS=$BOLT_LONG_CALLS; fi
-    # Each run also serves another catalog from the like-everything upstream (session.py VARIANTS: list sizes and
-    # seeds): branches taken by a catalog's sizes run in some run.
+    # Each run also serves another catalog from the like-everything upstream (session.py VARIANTS: list sizes,
+    # seeds, sorted or not, server names): branches taken by a catalog's sizes and order run in some run.
     FIXTURE=$FIXTURE python3 bench/layout/session.py train --native "$WORK/bolt/t/x2/pimcp-run" "$WORK/bolt/out" \
       --calls "$CALLS" --variant $((run - 1)) "${ENV_ARGS[@]}" || die "BOLT training run $run failed"
   done
