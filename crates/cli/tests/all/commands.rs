@@ -80,6 +80,32 @@ fn a_closed_stdout_pipe_ends_commands_quietly() {
     }
 }
 
+/// Started with a standard descriptor closed (`pimcp-run 2>&-`), pimcp-run puts `/dev/null` there before anything
+/// else, as std's own start-up would (pimcp-run starts at a C `main` of its own on Linux): otherwise the first
+/// descriptor it opened (tokio's epoll, a config file, the cache) would become its stderr and receive its logs.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_closed_standard_descriptor_is_opened_on_dev_null() {
+    use std::time::Duration;
+    let sb = Sandbox::new();
+    let mut child = sb.spawn_with_closed_stderr(&[]);
+    let fd2 = format!("/proc/{}/fd/2", child.id());
+    let exe = format!("/proc/{}/exe", child.id());
+    // Until `sh` has exec'd pimcp-run, fd 2 is the shell's; from pimcp-run's first instruction on it is final.
+    let started = crate::support::poll_until(Duration::from_secs(10), || {
+        std::fs::read_link(&exe).is_ok_and(|p| p.ends_with("pimcp-run"))
+    });
+    assert!(started, "pimcp-run did not start");
+    let seen = crate::support::poll_until(Duration::from_secs(10), || {
+        std::fs::read_link(&fd2).is_ok_and(|p| p == std::path::Path::new("/dev/null"))
+    });
+    let last = std::fs::read_link(&fd2);
+    drop(child.stdin.take());
+    let status = child.wait().unwrap();
+    assert!(seen, "fd 2 of the stdio server is {last:?}, not /dev/null");
+    assert!(status.success(), "the server ends at stdin EOF: {status:?}");
+}
+
 #[test]
 fn config_show_json_has_provenance() {
     let sb = Sandbox::new();

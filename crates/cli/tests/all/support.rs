@@ -108,6 +108,24 @@ impl Sandbox {
         }
     }
 
+    /// Starts `pimcp-run ARGS` with its stderr closed (`pimcp-run 2>&-`, through `sh -c 'exec …'`: the child is
+    /// pimcp-run itself), stdin and stdout piped.
+    pub fn spawn_with_closed_stderr(&self, args: &[&str]) -> std::process::Child {
+        let inner = self.command(args);
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(r#"exec "$0" "$@" 2>&-"#)
+            .arg(inner.get_program())
+            .args(inner.get_args())
+            .env_clear()
+            .envs(inner.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .current_dir(&self.project)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        command.spawn().unwrap()
+    }
+
     /// Runs `pimcp-run` with `stream` a pipe whose reader is already closed (`pimcp-run … | head -0`): every write to
     /// it fails with EPIPE. That stream of the result is empty.
     pub fn run_with_closed_pipe(&self, args: &[&str], stream: Stream) -> Run {
