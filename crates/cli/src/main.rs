@@ -89,7 +89,7 @@ fn run() -> u8 {
     // Logs to stderr, OTLP export when configured; dropping the guard at the end flushes spans.
     let _telemetry = telemetry::init();
     let json = cli.command.as_ref().is_some_and(commands::Command::json);
-    let code = match commands::run(cli) {
+    match commands::run(cli) {
         Ok(code) => code,
         Err(err) => {
             let message = output::error_chain(&err);
@@ -103,8 +103,7 @@ fn run() -> u8 {
             }
             code
         }
-    };
-    code
+    }
 }
 
 /// The entry point on Linux/glibc: a C `main` (`#![no_main]`) instead of std's, which before calling Rust's `main`
