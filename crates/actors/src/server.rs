@@ -1288,14 +1288,16 @@ impl ServerActor {
 
 impl Actor for ServerActor {
     type Msg = ServerMsg;
-    type State = ServerActorState;
+    /// Boxed: ractor moves the state by value through its start-up (results, the processing loop's future), and each
+    /// move of the 2.4 KB state took stack space in the poll frames above every connect (stack pages stay resident).
+    type State = Box<ServerActorState>;
     type Arguments = ServerArgs;
 
     async fn pre_start(
         &self,
         _myself: ActorRef<ServerMsg>,
         args: ServerArgs,
-    ) -> std::result::Result<ServerActorState, ActorProcessingErr> {
+    ) -> std::result::Result<Box<ServerActorState>, ActorProcessingErr> {
         let ServerArgs {
             cfg,
             shared,
@@ -1316,7 +1318,7 @@ impl Actor for ServerActor {
             Availability::Disabled => Some("disabled".into()),
             Availability::Available => None,
         };
-        let st = ServerActorState {
+        let st = Box::new(ServerActorState {
             hash: hash.unwrap_or_else(|| pimcp_config::identity_hash(&cfg)),
             backoff: ConnectBackoff::new(tuning.connect_backoff_min, tuning.connect_backoff_max),
             breaker: CrashLoopBreaker::new(
@@ -1354,7 +1356,7 @@ impl Actor for ServerActor {
             stopping: false,
             last_error: None,
             pid: None,
-        };
+        });
         let mut status = ServerStatus::new(&st.cfg.name, st.state.clone(), lifecycle_name(st.cfg.lifecycle));
         status.reason = st.reason.clone();
         st.shared.board.insert(status);
@@ -1365,7 +1367,7 @@ impl Actor for ServerActor {
     async fn post_start(
         &self,
         myself: ActorRef<ServerMsg>,
-        st: &mut ServerActorState,
+        st: &mut Box<ServerActorState>,
     ) -> std::result::Result<(), ActorProcessingErr> {
         if st.state != ServerState::Cached {
             return Ok(());
@@ -1381,7 +1383,7 @@ impl Actor for ServerActor {
         &self,
         myself: ActorRef<ServerMsg>,
         msg: ServerMsg,
-        st: &mut ServerActorState,
+        st: &mut Box<ServerActorState>,
     ) -> std::result::Result<(), ActorProcessingErr> {
         #[cfg(test)]
         if let ServerMsg::FailForTest = msg {
@@ -1394,7 +1396,7 @@ impl Actor for ServerActor {
     async fn post_stop(
         &self,
         _myself: ActorRef<ServerMsg>,
-        st: &mut ServerActorState,
+        st: &mut Box<ServerActorState>,
     ) -> std::result::Result<(), ActorProcessingErr> {
         st.stop.cancel();
         if let Some(c) = st.connect_cancel.take() {
@@ -1542,7 +1544,10 @@ async fn discover(
     kinds: &[ListKind],
     concurrent: bool,
 ) -> std::result::Result<Discovery, String> {
-    let tools = async {
+    // Each list's future (~5.5 KB: rmcp's paging request futures) lives in a box of its own, so that this future
+    // and the tasks that await it (a connect, a discovery, a refresh) stay a few hundred bytes instead of ~34 KB:
+    // a future that size is built on the spawning poll's stack frame before tokio moves it to the heap.
+    let tools = boxed_in_place(async {
         if !kinds.contains(&ListKind::Tools) {
             return Ok::<_, String>(None);
         }
@@ -1550,8 +1555,8 @@ async fn discover(
             .await
             .map_err(|e| format!("tools/list failed: {e}"))?;
         Ok(Some((merged.items, merged.ttl_ms)))
-    };
-    let resources = async {
+    });
+    let resources = boxed_in_place(async {
         if !kinds.contains(&ListKind::Resources) || caps.resources.is_none() {
             return None;
         }
@@ -1559,8 +1564,8 @@ async fn discover(
             .await
             .inspect_err(|e| tracing::info!(error = %e, "resources/list failed (tolerated)"))
             .ok()
-    };
-    let prompts = async {
+    });
+    let prompts = boxed_in_place(async {
         if !kinds.contains(&ListKind::Prompts) || caps.prompts.is_none() {
             return None;
         }
@@ -1568,7 +1573,7 @@ async fn discover(
             .await
             .inspect_err(|e| tracing::info!(error = %e, "prompts/list failed (tolerated)"))
             .ok()
-    };
+    });
     // A failed tools/list fails discovery at once; the other lists still in flight are dropped.
     let (tools, resources, prompts) = if concurrent {
         tokio::try_join!(tools, async { Ok(resources.await) }, async { Ok(prompts.await) })?

@@ -44,8 +44,7 @@ fn serve_stdio(ctx: &Ctx) -> ! {
             // The server's future (~32 KB) is written into a box allocated first and handed over as a pointer:
             // built on this frame and passed by value it took ~64 KB of the main thread's stack (this frame and
             // `block_on`'s), under every task the runtime then polls on this thread, and those pages stay resident.
-            let served = Box::write(Box::new_uninit(), super::serve::run_stdio_reloading(ctx, options));
-            let served = rt.block_on(Box::into_pin(served));
+            let served = rt.block_on(super::boxed_in_place(super::serve::run_stdio_reloading(ctx, options)));
             match served {
                 Ok(report) => {
                     tracing::debug!(graceful = report.graceful, elapsed = ?report.elapsed, "served");
@@ -80,6 +79,8 @@ fn dedicated_shim() -> Option<PathBuf> {
     (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(shim)
 }
 
+/// Not inlined: its session's future would take room in `run`'s stack frame, under the stdio server's tasks.
+#[inline(never)]
 fn hint(ctx: &Ctx) -> anyhow::Result<u8> {
     err!(
         "pimcp-run fronts all your MCP servers with one `mcp` tool. Hosts (Claude Code, Cursor, Codex, Pi, Zed, VS Code, …)\n\

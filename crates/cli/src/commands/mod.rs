@@ -119,22 +119,38 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
             Some(url) => serve::attach(url, cli.attach_token_file.as_deref()),
             None => launch::run(&ctx),
         },
-        Some(Command::Auth(command)) => auth::run(&ctx, command),
-        Some(Command::Config(command)) => config::run(&ctx, command),
-        Some(Command::Init(args)) => init::run(&ctx, args),
-        Some(Command::Trust(args)) => trust::run(&ctx, args),
-        Some(Command::Add(args)) => edit::add(&ctx, args),
-        Some(Command::Remove(args)) => edit::remove(&ctx, args),
-        Some(Command::Enable(args)) => edit::set_disabled(&ctx, args, false),
-        Some(Command::Disable(args)) => edit::set_disabled(&ctx, args, true),
-        Some(Command::Status(args)) => status::run(&ctx, args),
-        Some(Command::Search(args)) => search::run(&ctx, args),
-        Some(Command::Describe(args)) => describe::run(&ctx, args),
-        Some(Command::Call(args)) => call::run(&ctx, args),
-        Some(Command::Connect(args)) => connect::run(&ctx, args),
-        Some(Command::Prompts(args)) => prompts::run(&ctx, args),
-        Some(Command::Serve(args)) => serve::run(&ctx, args),
+        Some(command) => run_command(&ctx, command),
     }
+}
+
+/// The commands. A function of their own: with them inlined, `run`'s stack frame held the largest command's locals
+/// (~24 KB), under every task the stdio server (`launch::run`) then polls on that thread.
+#[inline(never)]
+fn run_command(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
+    match command {
+        Command::Auth(command) => auth::run(ctx, command),
+        Command::Config(command) => config::run(ctx, command),
+        Command::Init(args) => init::run(ctx, args),
+        Command::Trust(args) => trust::run(ctx, args),
+        Command::Add(args) => edit::add(ctx, args),
+        Command::Remove(args) => edit::remove(ctx, args),
+        Command::Enable(args) => edit::set_disabled(ctx, args, false),
+        Command::Disable(args) => edit::set_disabled(ctx, args, true),
+        Command::Status(args) => status::run(ctx, args),
+        Command::Search(args) => search::run(ctx, args),
+        Command::Describe(args) => describe::run(ctx, args),
+        Command::Call(args) => call::run(ctx, args),
+        Command::Connect(args) => connect::run(ctx, args),
+        Command::Prompts(args) => prompts::run(ctx, args),
+        Command::Serve(args) => serve::run(ctx, args),
+    }
+}
+
+/// `fut` written straight into a box allocated first: a large future is then never built on the caller's stack frame
+/// and copied (the main thread runs the stdio server, and its stack pages stay resident once touched).
+#[inline(always)]
+pub(crate) fn boxed_in_place<F>(fut: F) -> std::pin::Pin<Box<F>> {
+    Box::into_pin(Box::write(Box::new_uninit(), fut))
 }
 
 /// A failure that carries its exit code.

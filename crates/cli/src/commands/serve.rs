@@ -133,20 +133,24 @@ async fn start(mut options: RuntimeOptions) -> anyhow::Result<(Runtime, Proxy, H
 /// The stdio MCP server with the config files watched: what `pimcp-run` with no command runs for a host.
 pub(crate) async fn run_stdio_reloading(ctx: &Ctx, options: RuntimeOptions) -> anyhow::Result<ShutdownReport> {
     exit_on_second_signal();
-    let (runtime, proxy, bridge, config) = start(options).await?;
+    // Both futures are boxed where they are built: inline, each would be copied through this future's poll frame,
+    // under every task the server then runs on this thread.
+    let (runtime, proxy, bridge, config) = super::boxed_in_place(start(options)).await?;
     let reloader = crate::reload::spawn(ctx.opts.clone(), proxy.clone(), config);
-    let served = pimcp_proxy::serve_stdio(
+    let served = super::boxed_in_place(pimcp_proxy::serve_stdio(
         runtime,
         proxy,
         bridge,
         ServeOptions::default().with_shutdown_bound(SHUTDOWN_BOUND),
-    )
+    ))
     .await;
     reloader.abort();
     Ok(served?)
 }
 
 /// `pimcp-run --attach URL`: relays this process's stdio host to a running `serve` instance. Ends the process.
+/// Not inlined into the command dispatch, whose stack frame lies under the stdio server's tasks.
+#[inline(never)]
 pub(crate) fn attach(url: &str, token_file: Option<&Path>) -> anyhow::Result<u8> {
     let inline = std::env::var(TOKEN_ENV).ok();
     let token = token(inline.as_deref(), token_file)?;
