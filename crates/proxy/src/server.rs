@@ -753,9 +753,24 @@ where
 {
     let lines = pimcp_actors::transport::LineTransport::<RoleServer, _, _>::new(read, write);
     let transport = crate::fast_call::FastCalls::new(server.clone(), lines);
+    let slot = transport.peer_slot();
     // `initialize` is answered on this task: [`ProxyServer`]'s handler hands the session's peer to the transport
-    // there, before the answer is written, so every call after it can take the fast path.
-    crate::fast_call::offering_peer(transport.peer_slot(), serve(server, transport, cancel)).await
+    // there, before the answer is written, so every call after it can take the fast path. rmcp's service future
+    // (~15 KB) is boxed in a frame of its own, so that this future and the two that await it (`run_until_shutdown`,
+    // `serve_stdio`) stay small.
+    in_own_frame(move || crate::fast_call::offering_peer(slot, serve(server, transport, cancel))).await
+}
+
+/// The future `build` returns, built in this function's own (transient) stack frame and boxed behind `dyn`. The
+/// caller's poll frame then holds a pointer instead of room for the future (a large async fn's future written into
+/// a box "in place" was still built on the caller's frame and copied: 31 KB for [`serve_stdio`]'s), and awaiting it
+/// cannot inline its poll into the caller's. For futures awaited on a thread whose stack matters: `pimcp-run` runs
+/// every task on its main thread, and a stack page, once touched, stays resident.
+#[inline(never)]
+pub fn in_own_frame<'a, F: Future + Send + 'a>(
+    build: impl FnOnce() -> F,
+) -> std::pin::Pin<Box<dyn Future<Output = F::Output> + Send + 'a>> {
+    Box::pin(build())
 }
 
 /// Serves MCP on stdin/stdout until stdin closes, SIGINT or SIGTERM, then shuts the runtime down within

@@ -133,16 +133,18 @@ async fn start(mut options: RuntimeOptions) -> anyhow::Result<(Runtime, Proxy, H
 /// The stdio MCP server with the config files watched: what `pimcp-run` with no command runs for a host.
 pub(crate) async fn run_stdio_reloading(ctx: &Ctx, options: RuntimeOptions) -> anyhow::Result<ShutdownReport> {
     exit_on_second_signal();
-    // Both futures are boxed where they are built: inline, each would be copied through this future's poll frame,
-    // under every task the server then runs on this thread.
-    let (runtime, proxy, bridge, config) = super::boxed_in_place(start(options)).await?;
+    // Both futures are built in frames of their own and boxed: inline, each would take room in this future's poll
+    // frame (34 KB with `serve_stdio`'s), under every task the server then runs on this thread.
+    let (runtime, proxy, bridge, config) = pimcp_proxy::in_own_frame(|| start(options)).await?;
     let reloader = crate::reload::spawn(ctx.opts.clone(), proxy.clone(), config);
-    let served = super::boxed_in_place(pimcp_proxy::serve_stdio(
-        runtime,
-        proxy,
-        bridge,
-        ServeOptions::default().with_shutdown_bound(SHUTDOWN_BOUND),
-    ))
+    let served = pimcp_proxy::in_own_frame(|| {
+        pimcp_proxy::serve_stdio(
+            runtime,
+            proxy,
+            bridge,
+            ServeOptions::default().with_shutdown_bound(SHUTDOWN_BOUND),
+        )
+    })
     .await;
     reloader.abort();
     Ok(served?)
