@@ -53,52 +53,9 @@ pub(crate) struct Shared {
     pub auth: crate::auth::AuthHandle,
     /// The JSONL protocol trace file (written only for servers with tracing on).
     pub trace: TraceSink,
-    /// Metadata-cache writes still running on the blocking pool; shutdown waits for them, so the next start finds
-    /// what this run discovered.
-    pub cache_writes: PendingWrites,
-}
-
-/// A count of background writes and a way to wait until none is left.
-#[derive(Default)]
-pub(crate) struct PendingWrites(Arc<PendingInner>);
-
-#[derive(Default)]
-struct PendingInner {
-    count: std::sync::atomic::AtomicUsize,
-    idle: tokio::sync::Notify,
-}
-
-/// One write in progress, counted from [`PendingWrites::begin`] (call it before handing the write to another thread);
-/// dropping it, also by a panic, ends it.
-pub(crate) struct PendingWrite(Arc<PendingInner>);
-
-impl PendingWrites {
-    pub(crate) fn begin(&self) -> PendingWrite {
-        self.0.count.fetch_add(1, Ordering::SeqCst);
-        PendingWrite(self.0.clone())
-    }
-
-    /// Resolves once no write is in progress.
-    pub(crate) async fn idle(&self) {
-        loop {
-            let idle = self.0.idle.notified();
-            tokio::pin!(idle);
-            // Registered before the check, so a write ending in between still wakes us.
-            idle.as_mut().enable();
-            if self.0.count.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            idle.await;
-        }
-    }
-}
-
-impl Drop for PendingWrite {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
+    /// Metadata-cache writes still running on the blocking pool; shutdown closes the tracker and waits for them, so
+    /// the next start finds what this run discovered.
+    pub cache_writes: tokio_util::task::TaskTracker,
 }
 
 impl Shared {

@@ -657,7 +657,8 @@ impl Runtime {
         };
         // What this run discovered reaches the metadata cache before we return (the next start reads it).
         let remaining = bound.saturating_sub(started.elapsed());
-        let written = tokio::time::timeout(remaining, shared.cache_writes.idle())
+        shared.cache_writes.close();
+        let written = tokio::time::timeout(remaining, shared.cache_writes.wait())
             .await
             .is_ok();
         if !written {

@@ -315,9 +315,7 @@ impl ServerActor {
         let entry = CacheEntry::new(st.hash.clone(), meta.clone(), SystemTime::now());
         let name = st.cfg.name.clone();
         let configured = st.shared.configured_names();
-        let pending = st.shared.cache_writes.begin();
-        tokio::task::spawn_blocking(move || {
-            let _pending = pending;
+        st.shared.cache_writes.spawn_blocking(move || {
             if let Err(e) = cache.update(vec![(name, entry)], &[], Some(&configured)) {
                 tracing::warn!(error = %e, "could not write the metadata cache");
             }
