@@ -147,8 +147,9 @@ class TrainingSessions(unittest.TestCase):
 
     def test_catalog_change_searches_until_the_tool_is_gone(self):
         class FakeSession:
-            def __init__(self, listed_for):
+            def __init__(self, listed_for, under_valgrind=False):
                 self.calls, self.listed_for = [], listed_for
+                self.under_valgrind = under_valgrind
 
             def mcp(self, args):
                 self.calls.append(args)
@@ -163,6 +164,18 @@ class TrainingSessions(unittest.TestCase):
         self.assertEqual(len(s.calls), 4)  # the removal, two searches that still find it, one that does not
         with mock.patch.object(session.time, "sleep"), self.assertRaises(RuntimeError):
             session.catalog_change(FakeSession(listed_for=10 ** 9), "fx", timeout=0.01)
+        # 50 s a search: natively that is past the 10 s deadline; under valgrind it is within its 600 s.
+        for under_valgrind, fails in ((False, True), (True, False)):
+            clock = iter(range(0, 10 ** 6, 50))
+            with mock.patch.object(session.time, "sleep"), \
+                    mock.patch.object(session.time, "monotonic", lambda: float(next(clock))):
+                s = FakeSession(listed_for=3, under_valgrind=under_valgrind)
+                if fails:
+                    with self.assertRaises(RuntimeError):
+                        session.catalog_change(s, "fx")
+                else:
+                    session.catalog_change(s, "fx")
+                    self.assertEqual(len(s.calls), 5)
 
 
 if __name__ == "__main__":
