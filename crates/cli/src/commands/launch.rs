@@ -41,9 +41,10 @@ fn serve_stdio(ctx: &Ctx) -> ! {
     let code = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => {
             // Config files are watched and SIGHUP reloads (SPEC 3.6); an invalid config keeps the running setup.
-            // The server's future (~32 KB) is written into a box allocated first and handed over as a pointer:
-            // built on this frame and passed by value it took ~64 KB of the main thread's stack (this frame and
-            // `block_on`'s), under every task the runtime then polls on this thread, and those pages stay resident.
+            // The server's future is handed to `block_on` boxed, as a pointer: when it held its start and serve
+            // futures inline (~32 KB, before they were boxed in frames of their own), passing it by value took
+            // ~64 KB of the main thread's stack (this frame and `block_on`'s), under every task the runtime then
+            // polls on this thread, and those pages stay resident.
             let served = rt.block_on(super::boxed_in_place(super::serve::run_stdio_reloading(ctx, options)));
             match served {
                 Ok(report) => {
