@@ -3,10 +3,15 @@
 for mcp-fixture started directly (the upstream's own start) and through each pimcp-run given (fixture lazy, no cache,
 guardian shim next to the binary as installed). Prints medians and the time each pimcp-run adds over the direct start.
 
-Usage: firstcall.py [--runs N] [--warm] [KEY=VALUE@]PIMCP_RUN [...]   (KEY=VALUE@: an environment variable for that
-target only, e.g. PIMCP_STANDBY_SHIM=0@target/release/pimcp-run to compare with the standby shim off)
+Usage: firstcall.py [--runs N] [--warm] [--upstream fixture|everything] [KEY=VALUE@]PIMCP_RUN [...]   (KEY=VALUE@: an
+environment variable for that target only, e.g. PIMCP_STANDBY_SHIM=0@target/release/pimcp-run to compare with the
+standby shim off)
 --warm: keep each pimcp-run's agent dir between starts (a fresh metadata cache after the first), else a new one each start.
-Env: FIXTURE (default <repo>/target/release/mcp-fixture).
+--upstream everything: @modelcontextprotocol/server-everything (node) instead of mcp-fixture, as the peer benchmark
+installs it (bench/peers/setup.sh); its own start varies by tens of ms between runs, which the interleaving and the
+median over many runs absorb.
+Env: FIXTURE (default <repo>/target/release/mcp-fixture); for --upstream everything, UPNODE and EVERYTHING (default: the
+node 24 and server-everything under ~/.cache/pimcp-peerbench, as bench/peers/run.sh sets them).
 """
 import argparse, json, os, shutil, statistics, subprocess, tempfile, time
 
@@ -23,19 +28,48 @@ def call(tool, args):
                         "params": {"name": tool, "arguments": args}}) + "\n").encode()
 
 
+PEERBENCH = os.environ.get("PEERBENCH", os.path.join(os.path.expanduser("~"), ".cache", "pimcp-peerbench"))
+
+
+def upstream(kind):
+    """(server name in pimcp's config, its command line, its echo tool's arguments) for `kind`."""
+    if kind == "fixture":
+        return "fixture", [FIXTURE], {"text": "hi"}
+    node = os.environ.get("UPNODE", os.path.join(PEERBENCH, "node24", "package", "bin", "node"))
+    ev = os.environ.get("EVERYTHING", os.path.join(
+        PEERBENCH, "npm", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+    for path in (node, ev):
+        if not os.path.exists(path):
+            raise SystemExit(f"{path} is missing: run bench/peers/setup.sh (or set UPNODE / EVERYTHING)")
+    return "everything", [node, ev, "stdio"], {"message": "hi"}
+
+
+def answer(p, request_id):
+    """The line answering `request_id`; the server's notifications and requests before it are skipped
+    (server-everything sends five `list_changed` and asks for roots at start)."""
+    while True:
+        line = p.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the server closed its stdout before answering request {request_id}")
+        m = json.loads(line)
+        if m.get("id") == request_id and "method" not in m:
+            return line
+
+
 def one(argv, env, request):
     """Seconds from spawn to the initialize answer and to the call's answer."""
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     p.stdin.write(INIT)
     p.stdin.flush()
-    p.stdout.readline()
+    answer(p, 1)
     t_init = time.perf_counter() - t0
     p.stdin.write(INITIALIZED + request)
     p.stdin.flush()
-    line = p.stdout.readline()
+    line = answer(p, 2)
     t_call = time.perf_counter() - t0
-    if b'"hi"' not in line or b'"isError":true' in line:
+    # mcp-fixture echoes the text itself; server-everything answers "Echo: hi".
+    if not (b'"hi"' in line or b'Echo: hi' in line) or b'"isError":true' in line:
         raise RuntimeError(f"{argv[0]}: unexpected answer {line[:300]!r}")
     p.stdin.close()
     p.wait(timeout=30)
@@ -46,19 +80,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--warm", action="store_true")
+    ap.add_argument("--upstream", choices=["fixture", "everything"], default="fixture")
     ap.add_argument("pimcp", nargs="+")
     a = ap.parse_args()
+    server, up_argv, echo_args = upstream(a.upstream)
     scratch = tempfile.mkdtemp(prefix="pimcp-firstcall-")
     try:
         cfg = os.path.join(scratch, "config.json")
         with open(cfg, "w") as f:
-            json.dump({"mcpServers": {"fixture": {"command": FIXTURE}}}, f)
+            json.dump({"mcpServers": {server: {"command": up_argv[0], "args": up_argv[1:]}}}, f)
         names = ["direct"] + a.pimcp
         times = {n: [] for n in names}
         for run in range(a.runs):
             for n in names:
                 if n == "direct":
-                    argv, env, req = [FIXTURE], dict(os.environ), call("echo", {"text": "hi"})
+                    argv, env, req = up_argv, dict(os.environ), call("echo", echo_args)
                 else:
                     home = os.path.join(scratch, f"h{names.index(n)}" + ("" if a.warm else f"-{run}"))
                     env = dict(os.environ, HOME=home, PIMCP_CONFIG_MODE="exclusive",
@@ -68,10 +104,10 @@ def main():
                         var, exe = n.split("@", 1)
                         key, _, value = var.partition("=")
                         env[key] = value
-                    argv, req = [exe, "--config", cfg], call("mcp", {"tool": "fixture_echo", "args": {"text": "hi"}})
+                    argv, req = [exe, "--config", cfg], call("mcp", {"tool": f"{server}_echo", "args": echo_args})
                 times[n].append(one(argv, env, req))
         print(f"load {open('/proc/loadavg').read().split()[:3]}; {a.runs} interleaved starts each; "
-              f"{'warm cache' if a.warm else 'no cache'}")
+              f"{'warm cache' if a.warm else 'no cache'}; upstream {a.upstream}")
         print("| target | initialize answered, median ms | first echo answered, median ms | added over direct, ms |")
         print("| --- | ---: | ---: | ---: |")
         base = statistics.median(t[1] for t in times["direct"])
