@@ -45,7 +45,9 @@ fn serve_stdio(ctx: &Ctx) -> ! {
             // futures inline (~32 KB, before they were boxed in frames of their own), passing it by value took
             // ~64 KB of the main thread's stack (this frame and `block_on`'s), under every task the runtime then
             // polls on this thread, and those pages stay resident.
-            let served = rt.block_on(super::boxed_in_place(super::serve::run_stdio_reloading(ctx, options)));
+            let served = rt.block_on(pimcp_proxy::in_own_frame(|| {
+                super::serve::run_stdio_reloading(ctx, options)
+            }));
             match served {
                 Ok(report) => {
                     tracing::debug!(graceful = report.graceful, elapsed = ?report.elapsed, "served");

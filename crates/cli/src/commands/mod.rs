@@ -146,15 +146,6 @@ fn run_command(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
     }
 }
 
-/// `fut` written into a box allocated first, so that the optimizer can build a large future in the box rather than on
-/// the caller's stack frame (the main thread runs the stdio server, and its stack pages stay resident once touched).
-/// It did for the reloader's future (`reload::spawn`'s frame 12 KB -> 2.4 KB) but not for `serve_stdio`'s, which is
-/// why that one goes through [`pimcp_proxy::in_own_frame`]: that builds it in a frame of its own.
-#[inline(always)]
-pub(crate) fn boxed_in_place<F>(fut: F) -> std::pin::Pin<Box<F>> {
-    Box::into_pin(Box::write(Box::new_uninit(), fut))
-}
-
 /// A failure that carries its exit code.
 #[derive(Debug)]
 pub(crate) struct Exit {
