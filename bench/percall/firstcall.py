@@ -3,13 +3,19 @@
 for mcp-fixture started directly (the upstream's own start) and through each pimcp-run given (fixture lazy, no cache,
 guardian shim next to the binary as installed). Prints medians and the time each pimcp-run adds over the direct start.
 
-Usage: firstcall.py [--runs N] [--warm] [--upstream fixture|everything] [KEY=VALUE@]PIMCP_RUN [...]   (KEY=VALUE@: an
+Usage: firstcall.py [--runs N] [--warm] [--net] [--upstream fixture|everything] [KEY=VALUE@]PIMCP_RUN [...]   (KEY=VALUE@: an
 environment variable for that target only, e.g. PIMCP_STANDBY_SHIM=0@target/release/pimcp-run to compare with the
 standby shim off)
 --warm: keep each pimcp-run's agent dir between starts (a fresh metadata cache after the first), else a new one each start.
 --upstream everything: @modelcontextprotocol/server-everything (node) instead of mcp-fixture, as the peer benchmark
 installs it (bench/peers/setup.sh); its own start varies by tens of ms between runs, which the interleaving and the
 median over many runs absorb.
+--net: also report each start net of the upstream's own start as that start measured it, which node's start (it
+varies by ±50 ms between starts) does not blur: pimcp-run's metadata-only protocol trace (`settings.trace`) gives the
+time from writing its first request to the upstream (sent at spawn) to that request's answer (node up, first request
+handled); the start's time minus that, against the direct start's time from its `initialize` answer to its echo
+answer. Conservative: with no cache pimcp's first request is `server/discover`, so its cold `initialize` handling counts
+as pimcp's while the direct start's counts as the upstream's start.
 Env: FIXTURE (default <repo>/target/release/mcp-fixture); for --upstream everything, UPNODE and EVERYTHING (default: the
 node 24 and server-everything under ~/.cache/pimcp-peerbench, as bench/peers/run.sh sets them).
 """
@@ -56,6 +62,16 @@ def answer(p, request_id):
             return line
 
 
+def first_answer_s(trace):
+    """From a start's protocol trace: seconds from pimcp-run's first request to the upstream to its answer."""
+    with open(trace) as f:
+        for line in f:
+            m = json.loads(line)
+            if m.get("dir") == "in" and m.get("method") in ("server/discover", "initialize"):
+                return m["durationMs"] / 1e3
+    raise RuntimeError(f"{trace}: no answer to the first request")
+
+
 def one(argv, env, request):
     """Seconds from spawn to the initialize answer and to the call's answer."""
     t0 = time.perf_counter()
@@ -81,6 +97,7 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--warm", action="store_true")
     ap.add_argument("--upstream", choices=["fixture", "everything"], default="fixture")
+    ap.add_argument("--net", action="store_true")
     ap.add_argument("pimcp", nargs="+")
     a = ap.parse_args()
     server, up_argv, echo_args = upstream(a.upstream)
@@ -88,9 +105,13 @@ def main():
     try:
         cfg = os.path.join(scratch, "config.json")
         with open(cfg, "w") as f:
-            json.dump({"mcpServers": {server: {"command": up_argv[0], "args": up_argv[1:]}}}, f)
+            cfg_json = {"mcpServers": {server: {"command": up_argv[0], "args": up_argv[1:]}}}
+            if a.net:
+                cfg_json["settings"] = {"trace": True}
+            json.dump(cfg_json, f)
         names = ["direct"] + a.pimcp
         times = {n: [] for n in names}
+        net = {n: [] for n in names}
         for run in range(a.runs):
             for n in names:
                 if n == "direct":
@@ -105,7 +126,16 @@ def main():
                         key, _, value = var.partition("=")
                         env[key] = value
                     argv, req = [exe, "--config", cfg], call("mcp", {"tool": f"{server}_echo", "args": echo_args})
-                times[n].append(one(argv, env, req))
+                t = one(argv, env, req)
+                times[n].append(t)
+                if not a.net:
+                    continue
+                if n == "direct":
+                    net[n].append(t[1] - t[0])
+                else:
+                    trace = os.path.join(env["PI_CODING_AGENT_DIR"], "pimcp", "trace.jsonl")
+                    net[n].append(t[1] - first_answer_s(trace))
+                    os.remove(trace)
         print(f"load {open('/proc/loadavg').read().split()[:3]}; {a.runs} interleaved starts each; "
               f"{'warm cache' if a.warm else 'no cache'}; upstream {a.upstream}")
         print("| target | initialize answered, median ms | first echo answered, median ms | added over direct, ms |")
@@ -115,6 +145,14 @@ def main():
             i = statistics.median(t[0] for t in times[n]) * 1e3
             c = statistics.median(t[1] for t in times[n]) * 1e3
             print(f"| {n} | {i:.2f} | {c:.2f} | {c - base * 1e3:+.2f} |")
+        if a.net:
+            print()
+            print("| target | net of the upstream's start, median ms | added over direct, ms |")
+            print("| --- | ---: | ---: |")
+            nbase = statistics.median(net["direct"])
+            for n in names:
+                m = statistics.median(net[n])
+                print(f"| {n} | {m * 1e3:.2f} | {(m - nbase) * 1e3:+.2f} |")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

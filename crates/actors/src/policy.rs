@@ -34,6 +34,10 @@ pub struct Tuning {
     pub transport_watch_interval: Duration,
     /// Supervisor restarts of a crashed ServerActor within `breaker_window` before it gives up (default 5).
     pub actor_restart_budget: usize,
+    /// How long the background discovery of a connection that became ready on fresh cached metadata waits for the
+    /// calls that were queued for that connection to be answered before it sends its lists (default 1 s). The
+    /// upstream then handles those calls first instead of several cold lists (see `ServerActor::spawn_discovery`).
+    pub discovery_after_calls_max: Duration,
 }
 
 impl Tuning {
@@ -45,6 +49,7 @@ impl Tuning {
     pub const DEFAULT_HEALTH_FAILURES: u32 = 3;
     pub const MIN_LIST_CHANGED_DEBOUNCE: Duration = Duration::from_millis(50);
     pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(2);
+    pub const DEFAULT_DISCOVERY_AFTER_CALLS_MAX: Duration = Duration::from_secs(1);
 }
 
 impl Default for Tuning {
@@ -62,6 +67,7 @@ impl Default for Tuning {
             close_grace: Tuning::DEFAULT_CLOSE_GRACE,
             transport_watch_interval: Duration::from_millis(100),
             actor_restart_budget: 5,
+            discovery_after_calls_max: Tuning::DEFAULT_DISCOVERY_AFTER_CALLS_MAX,
         }
     }
 }

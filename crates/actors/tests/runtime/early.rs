@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use pimcp_actors::{CallOptions, ErrorCategory, MetadataCache, MetadataSource, ServerState};
+use pimcp_actors::{CallOptions, ErrorCategory, MetadataCache, MetadataSource, ServerState, Tuning};
 use serde_json::{Value, json};
 
 use super::support::*;
@@ -21,7 +21,13 @@ fn fx(hold: &Path, extra: Value) -> Value {
 
 /// Runs once without a hold so that the metadata cache holds a fresh entry for `fx`.
 async fn seed_cache(dir: &Path, hold: &Path) {
-    let rt = start_in(dir, &fx(hold, json!({})), tuning()).await;
+    seed_cache_for(dir, &fx(hold, json!({}))).await;
+}
+
+/// Runs `config` once so that the metadata cache holds a fresh entry for its `fx` (the entry is bound to the
+/// config's hash: a later start must use the same config).
+async fn seed_cache_for(dir: &Path, config: &Value) {
+    let rt = start_in(dir, config, tuning()).await;
     let out = rt
         .call("fx_echo", args(json!({"text": "seed"})), CallOptions::default())
         .await
@@ -144,4 +150,80 @@ async fn a_call_without_fresh_metadata_waits_for_discovery() {
     assert_eq!(category(&r), Some(ErrorCategory::Connection), "{r:?}");
     assert!(format!("{:?}", r.err()).contains("discovery"));
     rt.shutdown(Duration::from_secs(10)).await;
+}
+
+/// The fixture with an event log: its events since its latest start.
+fn logged(log: &Path) -> Value {
+    json!({ "mcpServers": { "fx": stdio(&["--event-log", log.to_str().unwrap()]) } })
+}
+
+fn events_of_latest_start(log: &Path) -> Vec<String> {
+    let all = events(log);
+    let last_start = all.iter().rposition(|e| e["event"] == "start").expect("a start event");
+    all[last_start..]
+        .iter()
+        .map(|e| e["event"].as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_calls_a_connection_was_started_for_are_answered_before_its_background_discovery() {
+    // An upstream handles requests concurrently: lists sent beside the first call delay its answer. With a fresh
+    // cache the queued call goes first and the lists only after its answer (here a 300 ms call).
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fx.jsonl");
+    let config = logged(&log);
+    seed_cache_for(dir.path(), &config).await;
+
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    assert_eq!(source(&rt), Some(MetadataSource::Cache));
+    let out = rt
+        .call("fx_slow", args(json!({"ms": 300})), CallOptions::default())
+        .await
+        .unwrap();
+    assert!(!out.is_error, "{}", out.text());
+    wait_until("the background discovery", Duration::from_secs(20), || {
+        source(&rt) == Some(MetadataSource::Live)
+    })
+    .await;
+    let ev = events_of_latest_start(&log);
+    let end = ev.iter().position(|e| e == "call_end").expect("the call's answer");
+    let list = ev.iter().position(|e| e == "list").expect("the discovery's lists");
+    assert!(end < list, "the lists went before the call was answered: {ev:?}");
+    rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_first_call_holds_the_background_discovery_back_only_briefly() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fx.jsonl");
+    let config = logged(&log);
+    seed_cache_for(dir.path(), &config).await;
+
+    let t = Tuning {
+        discovery_after_calls_max: Duration::from_millis(200),
+        ..tuning()
+    };
+    let rt = start_in(dir.path(), &config, t).await;
+    assert_eq!(source(&rt), Some(MetadataSource::Cache));
+    let long = {
+        let h = rt.handle();
+        tokio::spawn(async move {
+            h.call("fx_slow", args(json!({"ms": 120_000})), CallOptions::default())
+                .await
+        })
+    };
+    wait_until("the background discovery", Duration::from_secs(20), || {
+        source(&rt) == Some(MetadataSource::Live)
+    })
+    .await;
+    let ev = events_of_latest_start(&log);
+    assert!(ev.contains(&"call".to_owned()), "{ev:?}");
+    assert!(
+        !ev.contains(&"call_end".to_owned()),
+        "the discovery did not wait for the whole call: {ev:?}"
+    );
+    assert!(!long.is_finished());
+    rt.shutdown(Duration::from_secs(10)).await;
+    let _ = long.await;
 }
