@@ -6,7 +6,8 @@ guardian shim next to the binary as installed). Prints medians and the time each
 Usage: firstcall.py [--runs N] [--warm] [--net] [--upstream fixture|everything] [KEY=VALUE@]PIMCP_RUN [...]   (KEY=VALUE@: an
 environment variable for that target only, e.g. PIMCP_STANDBY_SHIM=0@target/release/pimcp-run to compare with the
 standby shim off)
---warm: keep each pimcp-run's agent dir between starts (a fresh metadata cache after the first), else a new one each start.
+--warm: keep each pimcp-run's agent dir between starts (a fresh metadata cache; an untimed first start writes it),
+else a new one each start.
 --upstream everything: @modelcontextprotocol/server-everything (node) instead of mcp-fixture, as the peer benchmark
 installs it (bench/peers/setup.sh); its own start varies by tens of ms between runs, which the interleaving and the
 median over many runs absorb.
@@ -16,6 +17,12 @@ time from writing its first request to the upstream (sent at spawn) to that requ
 handled); the start's time minus that, against the direct start's time from its `initialize` answer to its echo
 answer. Conservative: with no cache pimcp's first request is `server/discover`, so its cold `initialize` handling counts
 as pimcp's while the direct start's counts as the upstream's start.
+--as-pimcp (with --upstream everything): one more target, "pimcp's requests": a plain client that sends
+server-everything what pimcp-run sends it before the first call answers, itself, with no pimcp-run in between —
+without a cache `server/discover`, then (server-everything refuses it) `initialize` with pimcp's capabilities, then
+`initialized` and the three lists, then the call; with one (`--warm`) `initialize`, `initialized` and the call (the
+lists after its answer, untimed). Its time over the direct start is the upstream's own work for those requests; what
+pimcp-run adds beyond it is pimcp-run's.
 Env: FIXTURE (default <repo>/target/release/mcp-fixture); for --upstream everything, UPNODE and EVERYTHING (default: the
 node 24 and server-everything under ~/.cache/pimcp-peerbench, as bench/peers/run.sh sets them).
 """
@@ -92,12 +99,67 @@ def one(argv, env, request):
     return t_init, t_call
 
 
+CAPS = {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}
+
+
+def rpc(id_, method, params=None):
+    m = {"jsonrpc": "2.0", "method": method}
+    if id_ is not None:
+        m["id"] = id_
+    if params is not None:
+        m["params"] = params
+    return (json.dumps(m) + "\n").encode()
+
+
+def as_pimcp(argv, echo_args, warm):
+    """Seconds from spawn to the first answer and to the call's answer, for pimcp-run's requests (--as-pimcp)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def send(*lines):
+        p.stdin.write(b"".join(lines))
+        p.stdin.flush()
+
+    try:
+        init = rpc(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": CAPS,
+                                     "clientInfo": {"name": "pimcp", "version": "0.1.0"}})
+        if warm:
+            send(init)
+            answer(p, 1)
+            t_first = time.perf_counter() - t0
+        else:
+            send(rpc(0, "server/discover", {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "pimcp", "version": "0.1.0"},
+                "io.modelcontextprotocol/clientCapabilities": CAPS}}))
+            if b'"error"' not in answer(p, 0):
+                raise RuntimeError("server-everything answered server/discover: --as-pimcp assumes it refuses it")
+            t_first = time.perf_counter() - t0
+            send(init)
+            answer(p, 1)
+        send(rpc(None, "notifications/initialized"))
+        if not warm:
+            send(rpc(3, "tools/list"), rpc(4, "resources/list"), rpc(5, "prompts/list"))
+            for i in (3, 4, 5):
+                answer(p, i)
+        send(call("echo", echo_args))
+        line = answer(p, 2)
+        t_call = time.perf_counter() - t0
+        if b"Echo: hi" not in line:
+            raise RuntimeError(f"pimcp's requests: unexpected answer {line[:300]!r}")
+        return t_first, t_call
+    finally:
+        p.kill()
+        p.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--warm", action="store_true")
     ap.add_argument("--upstream", choices=["fixture", "everything"], default="fixture")
     ap.add_argument("--net", action="store_true")
+    ap.add_argument("--as-pimcp", action="store_true")
     ap.add_argument("pimcp", nargs="+")
     a = ap.parse_args()
     server, up_argv, echo_args = upstream(a.upstream)
@@ -109,11 +171,21 @@ def main():
             if a.net:
                 cfg_json["settings"] = {"trace": True}
             json.dump(cfg_json, f)
-        names = ["direct"] + a.pimcp
+        if a.as_pimcp and a.upstream != "everything":
+            raise SystemExit("--as-pimcp needs --upstream everything")
+        names = ["direct"] + (["pimcp's requests"] if a.as_pimcp else []) + a.pimcp
         times = {n: [] for n in names}
         net = {n: [] for n in names}
-        for run in range(a.runs):
+        # With --warm each pimcp-run's first start (no cache yet) is an untimed one: it writes the cache.
+        for run in range(-1 if a.warm else 0, a.runs):
             for n in names:
+                if run < 0 and n in ("direct", "pimcp's requests"):
+                    continue
+                if n == "pimcp's requests":
+                    t = as_pimcp(up_argv, echo_args, a.warm)
+                    times[n].append(t)
+                    net[n].append(t[1] - t[0])
+                    continue
                 if n == "direct":
                     argv, env, req = up_argv, dict(os.environ), call("echo", echo_args)
                 else:
@@ -127,6 +199,10 @@ def main():
                         env[key] = value
                     argv, req = [exe, "--config", cfg], call("mcp", {"tool": f"{server}_echo", "args": echo_args})
                 t = one(argv, env, req)
+                if run < 0:
+                    if a.net:
+                        os.remove(os.path.join(env["PI_CODING_AGENT_DIR"], "pimcp", "trace.jsonl"))
+                    continue
                 times[n].append(t)
                 if not a.net:
                     continue
@@ -138,7 +214,7 @@ def main():
                     os.remove(trace)
         print(f"load {open('/proc/loadavg').read().split()[:3]}; {a.runs} interleaved starts each; "
               f"{'warm cache' if a.warm else 'no cache'}; upstream {a.upstream}")
-        print("| target | initialize answered, median ms | first echo answered, median ms | added over direct, ms |")
+        print("| target | initialize answered (pimcp's requests: the first answer), median ms | first echo answered, median ms | added over direct, ms |")
         print("| --- | ---: | ---: | ---: |")
         base = statistics.median(t[1] for t in times["direct"])
         for n in names:

@@ -3,7 +3,7 @@
 //! fixture's `--hold-tools-list FILE` holds tools/list while FILE exists, so "before discovery" is a state, not a
 //! race.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pimcp_actors::{CallOptions, ErrorCategory, MetadataCache, MetadataSource, ServerState, Tuning};
@@ -157,6 +157,17 @@ fn logged(log: &Path) -> Value {
     json!({ "mcpServers": { "fx": stdio(&["--event-log", log.to_str().unwrap()]) } })
 }
 
+/// A runtime whose `fx` (with an event log) has a fresh cache entry written by an earlier runtime.
+async fn started_on_a_fresh_cache(t: Tuning) -> (tempfile::TempDir, PathBuf, pimcp_actors::Runtime) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fx.jsonl");
+    let config = logged(&log);
+    seed_cache_for(dir.path(), &config).await;
+    let rt = start_in(dir.path(), &config, t).await;
+    assert_eq!(source(&rt), Some(MetadataSource::Cache));
+    (dir, log, rt)
+}
+
 fn events_of_latest_start(log: &Path) -> Vec<String> {
     let all = events(log);
     let last_start = all.iter().rposition(|e| e["event"] == "start").expect("a start event");
@@ -170,13 +181,7 @@ fn events_of_latest_start(log: &Path) -> Vec<String> {
 async fn the_calls_a_connection_was_started_for_are_answered_before_its_background_discovery() {
     // An upstream handles requests concurrently: lists sent beside the first call delay its answer. With a fresh
     // cache the queued call goes first and the lists only after its answer (here a 300 ms call).
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("fx.jsonl");
-    let config = logged(&log);
-    seed_cache_for(dir.path(), &config).await;
-
-    let rt = start_in(dir.path(), &config, tuning()).await;
-    assert_eq!(source(&rt), Some(MetadataSource::Cache));
+    let (_dir, log, rt) = started_on_a_fresh_cache(tuning()).await;
     let out = rt
         .call("fx_slow", args(json!({"ms": 300})), CallOptions::default())
         .await
@@ -195,17 +200,11 @@ async fn the_calls_a_connection_was_started_for_are_answered_before_its_backgrou
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_first_call_holds_the_background_discovery_back_only_briefly() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("fx.jsonl");
-    let config = logged(&log);
-    seed_cache_for(dir.path(), &config).await;
-
     let t = Tuning {
         discovery_after_calls_max: Duration::from_millis(200),
         ..tuning()
     };
-    let rt = start_in(dir.path(), &config, t).await;
-    assert_eq!(source(&rt), Some(MetadataSource::Cache));
+    let (_dir, log, rt) = started_on_a_fresh_cache(t).await;
     let long = {
         let h = rt.handle();
         tokio::spawn(async move {
