@@ -30,15 +30,25 @@ import argparse, json, os, shutil, statistics, subprocess, tempfile, time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FIXTURE = os.environ.get("FIXTURE", os.path.join(ROOT, "target", "release", "mcp-fixture"))
-INIT = (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                               "clientInfo": {"name": "firstcall", "version": "1"}}}) + "\n").encode()
-INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+
+
+def rpc(id_, method, params=None):
+    """One JSON-RPC line: a request, or a notification when `id_` is None."""
+    m = {"jsonrpc": "2.0", "method": method}
+    if id_ is not None:
+        m["id"] = id_
+    if params is not None:
+        m["params"] = params
+    return (json.dumps(m) + "\n").encode()
+
+
+INIT = rpc(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "firstcall", "version": "1"}})
+INITIALIZED = rpc(None, "notifications/initialized")
 
 
 def call(tool, args):
-    return (json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                        "params": {"name": tool, "arguments": args}}) + "\n").encode()
+    return rpc(2, "tools/call", {"name": tool, "arguments": args})
 
 
 PEERBENCH = os.environ.get("PEERBENCH", os.path.join(os.path.expanduser("~"), ".cache", "pimcp-peerbench"))
@@ -102,15 +112,6 @@ def one(argv, env, request):
 CAPS = {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}
 
 
-def rpc(id_, method, params=None):
-    m = {"jsonrpc": "2.0", "method": method}
-    if id_ is not None:
-        m["id"] = id_
-    if params is not None:
-        m["params"] = params
-    return (json.dumps(m) + "\n").encode()
-
-
 def as_pimcp(argv, echo_args, warm):
     """Seconds from spawn to the first answer and to the call's answer, for pimcp-run's requests (--as-pimcp)."""
     t0 = time.perf_counter()
@@ -137,7 +138,7 @@ def as_pimcp(argv, echo_args, warm):
             t_first = time.perf_counter() - t0
             send(init)
             answer(p, 1)
-        send(rpc(None, "notifications/initialized"))
+        send(INITIALIZED)
         if not warm:
             send(rpc(3, "tools/list"), rpc(4, "resources/list"), rpc(5, "prompts/list"))
             for i in (3, 4, 5):
