@@ -40,7 +40,7 @@ pub use naming::{
 pub use pimcp_auth::{AuthorizationStart, BrowserOpener, CallbackPort, MemoryStore, TokenStore};
 pub use policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker, Tuning};
 pub use process::{ProcessOptions, SHIM_ARG, SHIM_BINARY, ShimMode, StderrTail, shim_main_if_requested};
-pub use router::approval_required;
+pub use router::{DISCOVERY_CONCURRENCY, MAX_DISCOVERY_STARTS, approval_required};
 pub use runtime::{CONTROL_REPLY_SLACK, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
 pub use schema::ToolSchema;
 pub use status::{RuntimeEvent, ServerState, ServerStatus, StatusSnapshot};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use pimcp_config::{ApproveTools, Config};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use rmcp::model::JsonObject;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Semaphore, oneshot, watch};
 use tracing::Instrument as _;
 
 use crate::call::{CallJob, CallOptions, ToolOutput};
@@ -20,6 +20,14 @@ use crate::handler::{ApprovalDecision, ApprovalRequest};
 use crate::naming::{Glob, tool_candidates};
 use crate::server::ServerMsg;
 use crate::status::RuntimeEvent;
+
+/// The most servers one request starts to look for a name the catalog does not know (a typo, or a tool of a server
+/// with no cached metadata): the first ones by name of those the catalog says may have it. The rest stay as they
+/// are; the miss says how many were not looked at and how to load one (`connect`, or a call with `server`).
+pub const MAX_DISCOVERY_STARTS: usize = 8;
+
+/// The most discovery connects running at once across all requests (a semaphore the router holds).
+pub const DISCOVERY_CONCURRENCY: usize = 8;
 
 pub(crate) enum RouterMsg {
     /// A server's metadata changed (`None`: nothing known any more).
@@ -69,6 +77,8 @@ pub(crate) struct RouterState {
     catalog_tx: watch::Sender<Arc<Catalog>>,
     version: u64,
     shared: Arc<Shared>,
+    /// Permits for discovery connects ([`DISCOVERY_CONCURRENCY`]).
+    discovery: Arc<Semaphore>,
 }
 
 pub(crate) struct RouterActor;
@@ -212,13 +222,16 @@ impl RouterActor {
         }
     }
 
-    /// Connects `servers` in a task, then sends `again` back to the router.
+    /// Connects `servers` (at most [`MAX_DISCOVERY_STARTS`] of them, [`DISCOVERY_CONCURRENCY`] at a time across
+    /// requests) in a task, then sends `again` back to the router.
     fn discover_then(
         myself: &ActorRef<RouterMsg>,
         st: &RouterState,
-        servers: Vec<String>,
+        mut servers: Vec<String>,
         again: impl FnOnce(Attempt) -> RouterMsg + Send + 'static,
     ) {
+        servers.truncate(MAX_DISCOVERY_STARTS);
+        let permits = st.discovery.clone();
         let refs: Vec<(String, Option<ActorRef<ServerMsg>>)> = servers
             .into_iter()
             .map(|s| {
@@ -230,30 +243,35 @@ impl RouterActor {
         // The retried message carries the caller's span (ractor propagates the span current at send).
         let span = tracing::Span::current();
         tokio::spawn(async move {
-            let waits = refs.into_iter().map(|(name, actor)| async move {
-                let Some(actor) = actor else {
-                    return Some((name.clone(), Error::UnknownServer { server: name }));
-                };
-                let (tx, rx) = oneshot::channel();
-                if actor.send_message(ServerMsg::Ensure { reply: tx }).is_err() {
-                    return Some((
-                        name.clone(),
-                        Error::Connection {
-                            server: name,
-                            message: "server actor is restarting".into(),
-                        },
-                    ));
-                }
-                match rx.await {
-                    Ok(Ok(())) => None,
-                    Ok(Err(e)) => Some((name, e)),
-                    Err(_) => Some((
-                        name.clone(),
-                        Error::Connection {
-                            server: name,
-                            message: "server actor stopped".into(),
-                        },
-                    )),
+            let waits = refs.into_iter().map(|(name, actor)| {
+                let permits = permits.clone();
+                async move {
+                    let Some(actor) = actor else {
+                        return Some((name.clone(), Error::UnknownServer { server: name }));
+                    };
+                    // Held until the server answered (connected or failed); never closed, so `acquire` only waits.
+                    let _permit = permits.acquire_owned().await.ok();
+                    let (tx, rx) = oneshot::channel();
+                    if actor.send_message(ServerMsg::Ensure { reply: tx }).is_err() {
+                        return Some((
+                            name.clone(),
+                            Error::Connection {
+                                server: name,
+                                message: "server actor is restarting".into(),
+                            },
+                        ));
+                    }
+                    match rx.await {
+                        Ok(Ok(())) => None,
+                        Ok(Err(e)) => Some((name, e)),
+                        Err(_) => Some((
+                            name.clone(),
+                            Error::Connection {
+                                server: name,
+                                message: "server actor stopped".into(),
+                            },
+                        )),
+                    }
                 }
             });
             let errors: Vec<(String, Error)> = futures::future::join_all(waits)
@@ -295,6 +313,7 @@ impl Actor for RouterActor {
             catalog_tx,
             version,
             shared,
+            discovery: Arc::new(Semaphore::new(DISCOVERY_CONCURRENCY)),
         };
         if publish_at_start {
             let names = st.config.servers.iter().map(|s| s.name.clone()).collect();

@@ -43,14 +43,27 @@ pub fn mcp_tool(options: &ToolDefOptions) -> Tool {
         .collect();
     servers.sort_unstable();
     servers.dedup();
-    // Show as many server names as fit; the rest are counted.
-    for shown in (0..=servers.len()).rev() {
-        let tool = build(&servers[..shown], servers.len() - shown);
-        if serialized_len(&tool) <= MAX_DEFINITION_CHARS {
-            return tool;
+    // Show as many server names as fit; the rest are counted. Each name shown adds at least three characters
+    // (`, x`) while the `+N more` count loses at most one, so the length grows with the number shown and the
+    // largest count that fits is found by bisection: O(log n) builds, not one per count.
+    let fits = |shown: usize| serialized_len(&build(&servers[..shown], servers.len() - shown)) <= MAX_DEFINITION_CHARS;
+    if fits(servers.len()) {
+        return build(&servers, 0);
+    }
+    if !fits(0) {
+        return build(&[], 0);
+    }
+    // Invariant: `fits(lo)` and not `fits(hi)`.
+    let (mut lo, mut hi) = (0, servers.len());
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
         }
     }
-    build(&[], 0)
+    build(&servers[..lo], servers.len() - lo)
 }
 
 /// The serialized definition, exactly as measured against [`MAX_DEFINITION_CHARS`].
