@@ -11,7 +11,8 @@
 //! deserializer. The fast path only takes lines whose shape leaves rmcp's unions no other choice;
 //! `tests` compare both decodes on every shape the fast path accepts.
 //!
-//! Framing follows rmcp's stream transport: lines up to 16 MiB (longer ones are discarded with an error log),
+//! Framing follows rmcp's stream transport: lines up to 16 MiB (longer ones are discarded with an error log; on the
+//! client side an over-long answer to one of our requests fails that request at once, see `oversized`),
 //! `\r\n` accepted, a UTF-8 BOM ignored, blank lines skipped, unparsable lines ignored, and a line that parses as
 //! JSON but is not a valid message answered with an `Invalid request` error. A notification this side cannot decode
 //! is ignored (rmcp ignores the non-standard ones and answers the others with that error, which JSON-RPC forbids for
@@ -51,6 +52,8 @@ pub struct LineTransport<Role, R, W> {
     read: BufReader<R>,
     line: Vec<u8>,
     discarding: bool,
+    /// Client role: the scan of the over-long line being discarded, for the `id` it answers (see `oversized`).
+    oversized: Option<super::oversized::IdScan>,
     /// `line` holds a whole line already handed out: clear it before reading the next. A line read only in part
     /// stays, so a `receive` dropped at an await (rmcp's loop selects over it) loses nothing.
     line_done: bool,
@@ -77,6 +80,7 @@ where
             read: BufReader::new(read),
             line: Vec::new(),
             discarding: false,
+            oversized: None,
             line_done: false,
             write: Arc::new(tokio::sync::Mutex::new(Some(write))),
             owe_error: false,
@@ -100,11 +104,22 @@ where
             let take = newline.map_or(available.len(), |i| i + 1);
             if self.discarding {
                 self.discarding = newline.is_none();
+                if let Some(scan) = &mut self.oversized {
+                    scan.feed(&available[..take]);
+                }
             } else if self.line.len().saturating_add(take) > MAX_LINE_LENGTH {
                 tracing::error!(
                     max_line_length = MAX_LINE_LENGTH,
                     "incoming message exceeded the maximum line length, discarding it"
                 );
+                // Upstream answers: what is read of the line so far, then the rest as it is skipped, is scanned for
+                // the id of the request it answers (the id may come last), keeping nothing else.
+                if Role::IS_CLIENT {
+                    let mut scan = super::oversized::IdScan::default();
+                    scan.feed(&self.line);
+                    scan.feed(&available[..take]);
+                    self.oversized = Some(scan);
+                }
                 self.line.clear();
                 self.discarding = newline.is_none();
             } else {
@@ -120,6 +135,27 @@ where
                 }
             }
             self.read.consume(take);
+            if !self.discarding
+                && let Some(scan) = self.oversized.take()
+            {
+                // The over-long line ended: an answer to one of our requests becomes an error for that request.
+                match scan.answer() {
+                    Some(answer) => {
+                        tracing::warn!(
+                            bytes = scan.len(),
+                            max_line_length = MAX_LINE_LENGTH,
+                            "an answer exceeded the maximum line length: failing its request"
+                        );
+                        self.line = answer;
+                        self.line_done = true;
+                        return Ok(true);
+                    }
+                    None => tracing::warn!(
+                        bytes = scan.len(),
+                        "a discarded over-long line carried no readable id of a request of ours"
+                    ),
+                }
+            }
         }
     }
 

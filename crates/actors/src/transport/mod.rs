@@ -12,6 +12,7 @@ mod fast_decode;
 mod handshake;
 mod http;
 mod lines;
+mod oversized;
 mod probe;
 mod resume;
 mod secrets;

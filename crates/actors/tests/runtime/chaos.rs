@@ -650,3 +650,34 @@ fn all_threads_stopped(pid: u32) -> bool {
     }
     any
 }
+
+/// An answer longer than the 16 MiB line limit fails its call at once (not after `toolTimeout`) with an error naming
+/// the limit and the server, and the same connection keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_the_line_limit_fails_at_once_and_the_connection_stays_usable() {
+    let h = start(json!({"mcpServers": {"big": {"command": fixture(), "toolTimeout": 60}}})).await;
+    h.rt.connect("big").await.unwrap();
+    let pid = h.rt.status().server("big").unwrap().pid;
+    let call = h.rt.call(
+        "big_huge",
+        args(json!({"bytes": 17 * 1024 * 1024})),
+        CallOptions::default(),
+    );
+    let e = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the oversized answer waited for the tool timeout")
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains("16 MiB line limit") && text.contains("`big`"), "{text}");
+    let out =
+        h.rt.call("big_echo", args(json!({"text": "after"})), CallOptions::default())
+            .await
+            .unwrap();
+    assert_eq!(out.text(), "after");
+    assert_eq!(
+        h.rt.status().server("big").unwrap().pid,
+        pid,
+        "the connection was replaced"
+    );
+    h.rt.shutdown(Duration::from_secs(10)).await;
+}
