@@ -55,7 +55,9 @@ pub use paths::{EnvMap, agent_dir, data_dir, expand_tilde, source_path};
 pub use preview::{HostPreview, ImportFilePreview, ImportServerPreview, preview_imports};
 pub use raw::{RawFile, RawServer, RawSettings};
 pub use schema::json_schema;
-pub use secret::{ResolveOptions, SECRET_COMMAND_MAX_OUTPUT, SECRET_COMMAND_TIMEOUT};
+pub use secret::{
+    CONTROL_ENV_PREFIX, ResolveOptions, SECRET_COMMAND_MAX_OUTPUT, SECRET_COMMAND_TIMEOUT, is_control_env,
+};
 pub use trust::{
     PROJECT_CONFIG_FILES, TRUST_FILE, TrustedProject, is_trusted, trust_command, trust_project, untrust_project,
 };

@@ -1,16 +1,23 @@
 //! `!command` secrets (SPEC 3.3): how a config string becomes a [`SecretValue`], and how the runtime resolves one at
 //! connect time. Loading never runs a command; only [`SecretValue::resolve`] does.
 //!
-//! A command runs as `sh -c <command>` in its own process group with stdin and stderr closed to `/dev/null`, inherits
-//! pimcp's environment, must exit 0 within [`SECRET_COMMAND_TIMEOUT`] and print at most
-//! [`SECRET_COMMAND_MAX_OUTPUT`] bytes; its trimmed stdout must not be empty. On timeout or oversize output the whole
-//! process group is killed. Errors name the context (`headers.Authorization`), never the output.
+//! A command runs as `sh -c <command>` leading its own process group with stdin and stderr on `/dev/null`, inherits
+//! pimcp's environment without pimcp's own variables (every `PIMCP_*`, see [`is_control_env`]), must exit 0 within
+//! [`SECRET_COMMAND_TIMEOUT`] and print at most [`SECRET_COMMAND_MAX_OUTPUT`] bytes; its trimmed stdout must not be
+//! empty. `sh` gets `PR_SET_PDEATHSIG(SIGKILL)`; with a [`ResolveOptions::guardian`] (the runtime passes its guardian
+//! shim) the shim leads the group instead and kills all of it, grandchildren included, when pimcp dies. On timeout,
+//! oversize output or [`ResolveOptions::cancel`] the whole group is killed. Only the calling thread reaps the leader,
+//! and it signals the group only before reaping it, so a recycled group id is never hit. Errors name the context
+//! (`headers.Authorization`), never the output.
 
+use std::ffi::{OsStr, OsString};
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::SecretError;
 use crate::model::{Secret, SecretValue};
@@ -19,16 +26,32 @@ use crate::model::{Secret, SecretValue};
 pub const SECRET_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 /// How much stdout a `!command` may print.
 pub const SECRET_COMMAND_MAX_OUTPUT: usize = 64 * 1024;
-/// After killing a timed-out command's group, how long to wait for its reaper thread before giving up on it.
+/// How often a running command's deadline and cancel flag are checked (the output itself arrives without delay).
+const POLL: Duration = Duration::from_millis(20);
+/// After killing a command's group, how long to wait for its leader to be reaped before leaving it to the kernel.
 const REAP_GRACE: Duration = Duration::from_secs(2);
 
-/// Limits and working directory for [`SecretValue::resolve_with`].
+/// The prefix of pimcp's own control variables (`PIMCP_AUTH_TOKEN`, `PIMCP_LOG`, `PIMCP_DATA_DIR`, …).
+pub const CONTROL_ENV_PREFIX: &str = "PIMCP_";
+
+/// Whether an inherited variable is one of pimcp's own (`PIMCP_*`): those never reach a child (a server, a
+/// `!command`), whose environment pimcp otherwise inherits to it.
+pub fn is_control_env(key: &OsStr) -> bool {
+    key.as_encoded_bytes().starts_with(CONTROL_ENV_PREFIX.as_bytes())
+}
+
+/// Limits, working directory, guardian and cancellation for [`SecretValue::resolve_with`].
 #[derive(Debug, Clone)]
 pub struct ResolveOptions {
     pub timeout: Duration,
     pub max_output: usize,
     /// Working directory of the command (default: pimcp's current directory).
     pub cwd: Option<PathBuf>,
+    /// A program and arguments the command line is appended to (`<shim> __pimcp_shim__ <pid>`): the guardian that
+    /// kills the command's whole group when pimcp dies. `None`: `sh` leads the group itself.
+    pub guardian: Option<Vec<OsString>>,
+    /// Set to `true` to stop the command: its group is killed and the resolution fails.
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Default for ResolveOptions {
@@ -37,6 +60,8 @@ impl Default for ResolveOptions {
             timeout: SECRET_COMMAND_TIMEOUT,
             max_output: SECRET_COMMAND_MAX_OUTPUT,
             cwd: None,
+            guardian: None,
+            cancel: None,
         }
     }
 }
@@ -76,76 +101,146 @@ pub(crate) fn classify(raw: &str, interpolate: impl FnOnce(&str) -> String) -> S
     }
 }
 
-struct Finished {
-    output: Vec<u8>,
+/// What the stdout reader saw: up to `max + 1` bytes.
+struct Output {
+    bytes: Vec<u8>,
     oversize: bool,
-    status: std::io::Result<ExitStatus>,
+}
+
+/// Why the command was stopped before it finished.
+enum Stop {
+    Timeout,
+    Cancelled,
 }
 
 fn run(command: &str, context: &str, options: &ResolveOptions) -> Result<Secret, SecretError> {
-    use std::os::unix::process::CommandExt;
-
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .stdout(Stdio::piped());
-    cmd.process_group(0);
-    if let Some(cwd) = &options.cwd {
-        cmd.current_dir(cwd);
-    }
-    let mut child = cmd.spawn().map_err(|err| SecretError::Spawn {
+    let spawn_error = |reason: String| SecretError::Spawn {
         context: context.to_string(),
-        reason: err.to_string(),
-    })?;
+        reason,
+    };
+    let deadline = Instant::now() + options.timeout;
+    let mut child = spawn(command, options).map_err(|err| spawn_error(err.to_string()))?;
     let pid = child.id();
     let Some(stdout) = child.stdout.take() else {
-        kill_group(pid);
-        let _ = child.wait();
-        return Err(SecretError::Spawn {
-            context: context.to_string(),
-            reason: "no stdout pipe".into(),
-        });
+        kill_and_reap(pid, &mut child);
+        return Err(spawn_error("no stdout pipe".into()));
     };
     let max = options.max_output;
-    let (tx, rx) = mpsc::channel::<Finished>();
+    let (tx, rx) = mpsc::channel::<Output>();
+    // The reader only reads; this thread alone signals and reaps the leader.
     std::thread::spawn(move || {
-        let mut output = Vec::new();
-        let _ = stdout.take(max as u64 + 1).read_to_end(&mut output);
-        let oversize = output.len() > max;
-        if oversize {
-            kill_group(pid);
-        }
-        let status = child.wait();
-        let _ = tx.send(Finished {
-            output,
-            oversize,
-            status,
-        });
+        let mut bytes = Vec::new();
+        let _ = stdout.take(max as u64 + 1).read_to_end(&mut bytes);
+        let oversize = bytes.len() > max;
+        let _ = tx.send(Output { bytes, oversize });
     });
-    let finished = match rx.recv_timeout(options.timeout) {
-        Ok(finished) => finished,
-        Err(_) => {
-            kill_group(pid);
-            // The reaper thread waits for the killed child; give it a moment so no zombie is left behind.
-            let _ = rx.recv_timeout(REAP_GRACE);
-            return Err(SecretError::Timeout {
-                context: context.to_string(),
-                seconds: options.timeout.as_secs().max(1),
-            });
+    let stopped = |stop: Stop| match stop {
+        Stop::Timeout => SecretError::Timeout {
+            context: context.to_string(),
+            seconds: options.timeout.as_secs().max(1),
+        },
+        Stop::Cancelled => spawn_error("cancelled".into()),
+    };
+    let check = || {
+        if options.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+            Some(Stop::Cancelled)
+        } else if Instant::now() >= deadline {
+            Some(Stop::Timeout)
+        } else {
+            None
         }
     };
-    if finished.oversize {
+    let output = loop {
+        match rx.recv_timeout(POLL) {
+            Ok(output) => break output,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                break Output {
+                    bytes: Vec::new(),
+                    oversize: false,
+                };
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if let Some(stop) = check() {
+            kill_and_reap(pid, &mut child);
+            return Err(stopped(stop));
+        }
+    };
+    if output.oversize {
+        kill_and_reap(pid, &mut child);
         return Err(SecretError::OutputTooLarge {
             context: context.to_string(),
             limit_bytes: max,
         });
     }
-    let status = finished.status.map_err(|err| SecretError::Spawn {
-        context: context.to_string(),
-        reason: err.to_string(),
-    })?;
+    // Stdout is closed; the leader exits about now.
+    let mut wait = Duration::from_millis(1);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(err) => return Err(spawn_error(err.to_string())),
+        }
+        if let Some(stop) = check() {
+            kill_and_reap(pid, &mut child);
+            return Err(stopped(stop));
+        }
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(POLL);
+    };
+    outcome(context, status, output.bytes)
+}
+
+/// `sh -c <command>` (behind the guardian when there is one) leading a new process group, with pimcp's environment
+/// minus its control variables.
+fn spawn(command: &str, options: &ResolveOptions) -> std::io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+
+    let guardian = options.guardian.as_deref().unwrap_or_default();
+    let mut cmd = match guardian.split_first() {
+        Some((program, args)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg("sh");
+            cmd
+        }
+        None => Command::new("sh"),
+    };
+    cmd.arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .stdout(Stdio::piped());
+    for (key, _) in std::env::vars_os().filter(|(key, _)| is_control_env(key)) {
+        cmd.env_remove(key);
+    }
+    cmd.process_group(0);
+    if let Some(cwd) = &options.cwd {
+        cmd.current_dir(cwd);
+    }
+    #[cfg(target_os = "linux")]
+    if guardian.is_empty() {
+        let parent = std::process::id();
+        // SAFETY: runs between fork and exec; prctl and getppid are async-signal-safe and allocate nothing.
+        #[allow(unsafe_code)]
+        unsafe {
+            cmd.pre_exec(move || {
+                let signal = libc::c_ulong::from(libc::SIGKILL.unsigned_abs());
+                if libc::prctl(libc::PR_SET_PDEATHSIG, signal, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // pimcp died between fork and prctl: the death signal would never come.
+                if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                    return Err(std::io::Error::other("parent exited during spawn"));
+                }
+                Ok(())
+            });
+        }
+    }
+    cmd.spawn()
+}
+
+/// How a finished command's exit status and output become the secret or an error.
+fn outcome(context: &str, status: ExitStatus, output: Vec<u8>) -> Result<Secret, SecretError> {
     if !status.success() {
         use std::os::unix::process::ExitStatusExt;
         return Err(match (status.code(), status.signal()) {
@@ -163,7 +258,7 @@ fn run(command: &str, context: &str, options: &ResolveOptions) -> Result<Secret,
             },
         });
     }
-    let text = String::from_utf8(finished.output).map_err(|_| SecretError::NotUtf8 {
+    let text = String::from_utf8(output).map_err(|_| SecretError::NotUtf8 {
         context: context.to_string(),
     })?;
     let trimmed = text.trim();
@@ -175,13 +270,27 @@ fn run(command: &str, context: &str, options: &ResolveOptions) -> Result<Secret,
     Ok(Secret::new(trimmed))
 }
 
+/// SIGKILLs the (still unreaped) leader's group, then reaps the leader (bounded: a process in uninterruptible sleep
+/// is left to the kernel).
+fn kill_and_reap(pid: u32, child: &mut Child) {
+    kill_group(pid);
+    let until = Instant::now() + REAP_GRACE;
+    while Instant::now() < until {
+        match child.try_wait() {
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            _ => return,
+        }
+    }
+}
+
 /// SIGKILLs the process group led by `pid` (the command was started with `process_group(0)`).
 fn kill_group(pid: u32) {
     let Ok(pgid) = libc::pid_t::try_from(pid) else {
         return;
     };
     // SAFETY: killpg only sends a signal; it touches no memory. pgid is the group this module created for the
-    // command, so no unrelated process can be hit while the child is unreaped (its pid cannot be reused).
+    // command, and only the thread that reaps the leader calls this, before reaping it: the group id cannot have
+    // been recycled.
     #[allow(unsafe_code)]
     unsafe {
         libc::killpg(pgid, libc::SIGKILL);
@@ -326,6 +435,73 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Waits until `pid` no longer runs (gone, or a zombie waiting for its reaper).
+    fn wait_gone(pid: i32, deadline: Duration) -> bool {
+        let end = std::time::Instant::now() + deadline;
+        loop {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = status
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().next())
+                .unwrap_or("");
+            if status.is_empty() || state == "Z" || state == "X" {
+                return true;
+            }
+            if std::time::Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn cancel_kills_the_process_group_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("grandchild.pid");
+        let script = format!("sleep 605 & echo $! > '{}'; wait", pid_file.display());
+        let cancel = Arc::new(AtomicBool::new(false));
+        let options = ResolveOptions {
+            cancel: Some(cancel.clone()),
+            ..ResolveOptions::default()
+        };
+        let runner = std::thread::spawn(move || cmd(&script).resolve_with("env.TOK", &options));
+        let end = std::time::Instant::now() + Duration::from_secs(5);
+        let pid: i32 = loop {
+            if let Some(pid) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+            {
+                break pid;
+            }
+            assert!(std::time::Instant::now() < end, "the command never wrote its pid file");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        cancel.store(true, Ordering::Relaxed);
+        let err = runner.join().unwrap().unwrap_err();
+        assert_eq!(err.to_string(), "`env.TOK` command failed to start: cancelled");
+        // Far below the 10 s limit.
+        assert!(wait_gone(pid, Duration::from_secs(5)), "grandchild {pid} still running");
+    }
+
+    #[test]
+    fn the_guardian_prefix_runs_the_command() {
+        let options = ResolveOptions {
+            guardian: Some(vec!["env".into(), "GUARDED=yes".into()]),
+            ..ResolveOptions::default()
+        };
+        let secret = cmd("printf %s \"$GUARDED\"").resolve_with("env.X", &options).unwrap();
+        assert_eq!(secret.expose(), "yes");
+    }
+
+    #[test]
+    fn control_variables_are_recognized_by_prefix() {
+        assert!(is_control_env(OsStr::new("PIMCP_AUTH_TOKEN")));
+        assert!(is_control_env(OsStr::new("PIMCP_LOG")));
+        assert!(!is_control_env(OsStr::new("PATH")));
+        assert!(!is_control_env(OsStr::new("MY_PIMCP_X")));
     }
 
     #[test]
