@@ -8,6 +8,7 @@ mod transport {
 
     mod http;
     mod lifecycle;
+    mod secrets;
     mod socket;
     mod sse;
     mod standby;

@@ -1,6 +1,7 @@
 //! `pimcp-spawn-probe`: a test helper that connects one stdio server through pimcp's transport layer, prints
 //! `ready <pid>` on stdout and then waits forever, so a test can SIGKILL it and check that the server and its
-//! grandchildren die with it (SPEC 4). Usage: `pimcp-spawn-probe <shim-path|none> <program> [args...]`.
+//! grandchildren die with it (SPEC 4). Usage: `pimcp-spawn-probe <shim-path|none> [--env KEY=VALUE]... <program>
+//! [args...]`; a value starting with `!` is a `!command` secret, resolved at connect as the runtime does.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -9,16 +10,17 @@ use std::path::PathBuf;
 use pimcp_actors::process::{ProcessOptions, ShimMode};
 use pimcp_actors::transport::ConnectSpec;
 use pimcp_config::{
-    AuthConfig, Availability, Lifecycle, Origin, ProtocolMode, ServerConfig, StdioTransport, Timeouts, Transport,
+    AuthConfig, Availability, Lifecycle, Origin, ProtocolMode, Secret, SecretValue, ServerConfig, StdioTransport,
+    Timeouts, Transport,
 };
 
-fn server(command: String, args: Vec<String>) -> ServerConfig {
+fn server(command: String, args: Vec<String>, env: BTreeMap<String, SecretValue>) -> ServerConfig {
     ServerConfig {
         name: "probe".into(),
         transport: Transport::Stdio(StdioTransport {
             command,
             args,
-            env: BTreeMap::new(),
+            env,
             cwd: None,
             inherit_env: true,
         }),
@@ -46,9 +48,30 @@ fn server(command: String, args: Vec<String>) -> ServerConfig {
 fn main() {
     pimcp_actors::process::shim_main_if_requested();
     let mut args = std::env::args().skip(1);
-    let (Some(shim), Some(program)) = (args.next(), args.next()) else {
-        eprintln!("usage: pimcp-spawn-probe <shim-path|none> <program> [args...]");
+    let usage = || -> ! {
+        eprintln!("usage: pimcp-spawn-probe <shim-path|none> [--env KEY=VALUE]... <program> [args...]");
         std::process::exit(2);
+    };
+    let Some(shim) = args.next() else { usage() };
+    let mut env = BTreeMap::new();
+    let program = loop {
+        match args.next() {
+            Some(flag) if flag == "--env" => {
+                let Some((key, value)) = args
+                    .next()
+                    .and_then(|e| e.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+                else {
+                    usage()
+                };
+                let value = match value.strip_prefix('!') {
+                    Some(command) => SecretValue::Command(command.to_owned()),
+                    None => SecretValue::Plain(Secret::new(value)),
+                };
+                env.insert(key, value);
+            }
+            Some(program) => break program,
+            None => usage(),
+        }
     };
     let rest: Vec<String> = args.collect();
     let shim = if shim == "none" {
@@ -71,7 +94,7 @@ fn main() {
         // Stdio only: the HTTP client is never built.
         let http = pimcp_actors::transport::SharedHttp::lazy();
         let spec = ConnectSpec {
-            server: server(program, rest),
+            server: server(program, rest, env),
             project_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             http,
             era_hint: None,

@@ -37,7 +37,8 @@ pub const SHIM_BINARY: &str = "pimcp-shim";
 pub const SHIM_ENV: &str = "PIMCP_SHIM";
 /// Environment variable that turns the standby guardian shim off when `0` (see [`StandbySlot`]).
 pub const STANDBY_ENV: &str = "PIMCP_STANDBY_SHIM";
-/// Variables a child keeps with `inheritEnv: false` (SPEC 3.3).
+/// Variables a child keeps with `inheritEnv: false` (SPEC 3.3). With `inheritEnv: true` it gets pimcp's environment
+/// without pimcp's control variables ([`strip_control_env`]).
 pub const MINIMAL_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
 
 /// Which executable acts as the guardian shim.
@@ -137,6 +138,14 @@ pub(crate) fn find_program(program: &str, path_var: Option<&OsString>, cwd: &Pat
         .find(|p| is_executable(p))
 }
 
+/// Removes pimcp's own control variables (`PIMCP_*`: the `serve --http` token, log filter, data directory, …) that
+/// `cmd` would inherit: no child of pimcp sees them. Variables set on `cmd` afterwards (a server's `env`) stay.
+pub(crate) fn strip_control_env(cmd: &mut std::process::Command) {
+    for (key, _) in std::env::vars_os().filter(|(key, _)| pimcp_config::is_control_env(key)) {
+        cmd.env_remove(key);
+    }
+}
+
 /// Everything needed to start one stdio server process.
 #[derive(Clone)]
 pub(crate) struct SpawnPlan {
@@ -198,7 +207,9 @@ impl SpawnPlan {
             }
         };
         cmd.current_dir(&self.cwd);
-        if !self.inherit_env {
+        if self.inherit_env {
+            strip_control_env(cmd.as_std_mut());
+        } else {
             cmd.env_clear();
             for key in MINIMAL_ENV {
                 if let Some(v) = std::env::var_os(key) {
@@ -251,10 +262,13 @@ impl SpawnPlan {
     }
 
     /// What a standby shim needs to start this plan's server as [`SpawnPlan::spawn`] would: the environment the
-    /// server would get (ours or the minimal one, then the plan's variables; never the shim's grace variable).
+    /// server would get (ours without pimcp's control variables, or the minimal one, then the plan's variables;
+    /// never the shim's grace variable).
     fn standby_spec(&self) -> shim::StandbySpec {
         let mut env: Vec<(OsString, OsString)> = if self.inherit_env {
-            std::env::vars_os().collect()
+            std::env::vars_os()
+                .filter(|(key, _)| !pimcp_config::is_control_env(key))
+                .collect()
         } else {
             MINIMAL_ENV
                 .iter()

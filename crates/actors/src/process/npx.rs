@@ -297,7 +297,9 @@ fn find_in_npx_cache(req: &NpxRequest, lookup: &dyn Fn(&str) -> Option<OsString>
 }
 
 fn find_in_global_prefix(req: &NpxRequest) -> Option<PathBuf> {
-    let mut child = std::process::Command::new("npm")
+    let mut npm = std::process::Command::new("npm");
+    super::strip_control_env(&mut npm);
+    let mut child = npm
         .args(["prefix", "-g"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

@@ -58,7 +58,7 @@ pub(super) async fn resolve_auth(
         let resolved = handshake::bounded(
             deadline,
             &spec.cancel,
-            secrets::resolve(name, format!("headers.{key}"), value),
+            secrets::resolve(name, format!("headers.{key}"), value, &spec.process),
         )
         .await
         .map_err(abort)??;
@@ -79,12 +79,13 @@ pub(super) async fn resolve_auth(
                 handshake::bounded(
                     deadline,
                     &spec.cancel,
-                    secrets::resolve(name, "bearerToken".into(), token),
+                    secrets::resolve(name, "bearerToken".into(), token, &spec.process),
                 )
                 .await
                 .map_err(abort)??,
             ),
-            (None, Some(var)) => Some(std::env::var(var).map_err(|_| ConnectError::Secret {
+            // Not a `!command`: nothing a retry could change, so a configuration error.
+            (None, Some(var)) => Some(std::env::var(var).map_err(|_| ConnectError::Config {
                 server: name.clone(),
                 message: format!("`bearerTokenEnv` names `{var}`, which is not set"),
             })?),

@@ -1,9 +1,13 @@
 //! Connect-time secret resolution (`!command` env/header values, bearer tokens) and the redactor that keeps every
 //! resolved value out of errors and stderr tails.
 
-use pimcp_config::SecretValue;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use pimcp_config::{ResolveOptions, SecretValue};
 
 use super::ConnectError;
+use crate::process::{ProcessOptions, SHIM_ARG};
 
 /// Values that must never appear in text we show; applied to stderr tails and error messages.
 #[derive(Clone, Default)]
@@ -36,15 +40,35 @@ impl Redactor {
     }
 }
 
-/// Resolves one secret-capable value; `!command`s run on a blocking thread (they may take up to 10 s).
+/// Resolves one secret-capable value; `!command`s run on a blocking thread (they may take up to 10 s) behind the
+/// guardian shim when there is one, so they never outlive pimcp. Dropping the future (the connect was cancelled or
+/// timed out, the runtime shuts down) kills the command's process group at once.
 /// `context` names the field in errors (`env.API_KEY`, `headers.Authorization`).
-pub(crate) async fn resolve(server: &str, context: String, value: &SecretValue) -> Result<String, ConnectError> {
+pub(crate) async fn resolve(
+    server: &str,
+    context: String,
+    value: &SecretValue,
+    process: &ProcessOptions,
+) -> Result<String, ConnectError> {
     match value {
         SecretValue::Plain(secret) => Ok(secret.expose().to_owned()),
         SecretValue::Command(_) => {
             let value = value.clone();
             let ctx = context.clone();
-            let joined = tokio::task::spawn_blocking(move || value.resolve(&ctx)).await;
+            let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+            let options = ResolveOptions {
+                guardian: process.shim_executable().map(|shim| {
+                    vec![
+                        shim.into_os_string(),
+                        SHIM_ARG.into(),
+                        std::process::id().to_string().into(),
+                    ]
+                }),
+                cancel: Some(cancel.0.clone()),
+                ..ResolveOptions::default()
+            };
+            let joined = tokio::task::spawn_blocking(move || value.resolve_with(&ctx, &options)).await;
+            drop(cancel);
             match joined {
                 Ok(Ok(secret)) => Ok(secret.expose().to_owned()),
                 Ok(Err(e)) => Err(ConnectError::Secret {
@@ -57,6 +81,15 @@ pub(crate) async fn resolve(server: &str, context: String, value: &SecretValue) 
                 }),
             }
         }
+    }
+}
+
+/// Stops a running `!command` when its resolution is dropped.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 

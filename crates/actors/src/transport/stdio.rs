@@ -54,7 +54,7 @@ pub(super) async fn connect<H: ClientHandler + Clone>(
         let resolved = handshake::bounded(
             deadline,
             &spec.cancel,
-            secrets::resolve(&name, format!("env.{key}"), value),
+            secrets::resolve(&name, format!("env.{key}"), value, &spec.process),
         )
         .await
         .map_err(abort)??;
