@@ -50,8 +50,13 @@ use tracing::Instrument as _;
 
 use crate::server::ProxyServer;
 
-/// How long fast calls may still run after the host's stdin ended (rmcp's bound for its own handlers).
-pub(crate) const EOF_DRAIN: Duration = Duration::from_secs(5);
+/// How long fast calls may still run after the host's stdin ended while their answers can still be read (a script
+/// piping requests in and reading the answers); a host that is gone altogether has its calls cancelled at once.
+pub(crate) const EOF_DRAIN: Duration = Duration::from_secs(2);
+/// How often the drain after the host's stdin ended asks whether the host still reads our answers.
+const HOST_GONE_POLL: Duration = Duration::from_millis(50);
+/// Whether nobody reads the answers any more (the host closed its end of our stdout too).
+pub(crate) type HostGone = fn() -> bool;
 /// How long fast calls may still run after the session was cancelled (rmcp's bound for its own handlers).
 pub(crate) const CANCEL_DRAIN: Duration = Duration::from_secs(2);
 
@@ -89,6 +94,8 @@ struct State<W> {
     idle: tokio::sync::Notify,
     /// When the host's stdin ended.
     eof: OnceLock<tokio::time::Instant>,
+    /// Asked during the drain after the host's stdin ended (stdio only).
+    host_gone: Option<HostGone>,
 }
 
 impl<W: AsyncWrite + Send + Unpin + 'static> FastCalls<W> {
@@ -96,6 +103,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> FastCalls<W> {
     pub(crate) fn new<R: AsyncRead + Send + Unpin + 'static>(
         server: ProxyServer,
         lines: LineTransport<RoleServer, R, W>,
+        host_gone: Option<HostGone>,
     ) -> Self {
         let writer = lines.writer();
         let state = Arc::new(State {
@@ -107,6 +115,7 @@ impl<W: AsyncWrite + Send + Unpin + 'static> FastCalls<W> {
             running: AtomicUsize::new(0),
             idle: tokio::sync::Notify::new(),
             eof: OnceLock::new(),
+            host_gone,
         });
         let (tx, to_rmcp) = tokio::sync::mpsc::channel(READ_AHEAD);
         let reader = tokio::spawn(read_lines(lines, state.clone(), tx).instrument(tracing::Span::current()));
@@ -399,11 +408,27 @@ impl<W: AsyncWrite + Send + Unpin + 'static> Transport<RoleServer> for FastCalls
             Some(eof) => *eof + EOF_DRAIN,
             None => tokio::time::Instant::now() + CANCEL_DRAIN,
         };
-        if tokio::time::timeout_at(deadline, self.state.wait_idle()).await.is_err() {
-            tracing::warn!(
+        let host_gone = async {
+            match (self.state.eof.get(), self.state.host_gone) {
+                (Some(_), Some(gone)) => {
+                    while !gone() {
+                        tokio::time::sleep(HOST_GONE_POLL).await;
+                    }
+                }
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            drained = tokio::time::timeout_at(deadline, self.state.wait_idle()) => if drained.is_err() {
+                tracing::warn!(
+                    calls = self.state.running.load(Ordering::SeqCst),
+                    "timed out draining in-flight tool calls"
+                );
+            },
+            () = host_gone => tracing::debug!(
                 calls = self.state.running.load(Ordering::SeqCst),
-                "timed out draining in-flight tool calls"
-            );
+                "the host is gone: cancelling the calls in flight"
+            ),
         }
         self.state.session.cancel();
         if let Some(reader) = self.reader.take() {

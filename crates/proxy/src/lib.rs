@@ -52,7 +52,7 @@ pub use search::{
 };
 pub use server::{
     DEFAULT_DRAIN_BOUND, DEFAULT_SHUTDOWN_BOUND, IMMEDIATE_SHUTDOWN_BOUND, ProxyServer, ReloadFn, SERVER_NAME,
-    SURFACE_DEBOUNCE, ServeOptions, in_own_frame, run_stdio, serve, serve_lines, serve_stdio, stdin_pipe,
+    SIGNAL_BURST, SURFACE_DEBOUNCE, ServeOptions, in_own_frame, run_stdio, serve, serve_lines, serve_stdio, stdin_pipe,
 };
 pub use shapes::{DEFAULT_SHAPE_CHARS, MAX_ENUM_VALUES, MAX_REF_DEPTH, shape, shape_within};
 pub use stdio::{HostStdin, HostStdout, host_stdio};

@@ -47,6 +47,9 @@ pub const DEFAULT_SHUTDOWN_BOUND: Duration = Duration::from_secs(5);
 pub const DEFAULT_DRAIN_BOUND: Duration = Duration::from_secs(10);
 /// Runtime shutdown bound after a second signal: servers are killed rather than closed.
 pub const IMMEDIATE_SHUTDOWN_BOUND: Duration = Duration::from_millis(200);
+/// Signals within this time of the first SIGINT/SIGTERM are the same request to stop gracefully; only a later one
+/// stops at once.
+pub const SIGNAL_BURST: Duration = Duration::from_secs(1);
 /// How long a call's answer waits for the progress reports relayed before it to be handed to the host's session.
 const PROGRESS_FLUSH_BOUND: Duration = Duration::from_secs(1);
 /// After a drain on stdio, time for the last answers to be written before the session is cancelled.
@@ -751,8 +754,24 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
+    serve_lines_probed(server, read, write, cancel, None).await
+}
+
+/// [`serve_lines`], with `host_gone` asked after the end of `read` whether anyone still reads `write`: if not, calls
+/// in flight are cancelled at once rather than drained.
+async fn serve_lines_probed<R, W>(
+    server: ProxyServer,
+    read: R,
+    write: W,
+    cancel: CancellationToken,
+    host_gone: Option<crate::fast_call::HostGone>,
+) -> Result<()>
+where
+    R: tokio::io::AsyncRead + Send + Unpin + 'static,
+    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
     let lines = pimcp_actors::transport::LineTransport::<RoleServer, _, _>::new(read, write);
-    let transport = crate::fast_call::FastCalls::new(server.clone(), lines);
+    let transport = crate::fast_call::FastCalls::new(server.clone(), lines, host_gone);
     let slot = transport.peer_slot();
     // `initialize` is answered on this task: [`ProxyServer`]'s handler hands the session's peer to the transport
     // there, before the answer is written, so every call after it can take the fast path. rmcp's service future
@@ -792,7 +811,13 @@ pub async fn serve_stdio(
     let (stdin, stdout) = crate::stdio::host_stdio();
     // pimcp's line transport (rmcp's framing, `tools/call` requests decoded directly) with the host's tool calls
     // answered beside rmcp's service loop (see `fast_call.rs`).
-    let serving = serve_lines(server.clone(), stdin, stdout, cancel.clone());
+    let serving = serve_lines_probed(
+        server.clone(),
+        stdin,
+        stdout,
+        cancel.clone(),
+        Some(crate::stdio::stdout_reader_gone),
+    );
     // Answers of drained calls are written right after the handlers return (by the fast path's tasks, or by rmcp's
     // service loop for other requests).
     let settle = tokio::time::sleep(STDIO_SETTLE);
@@ -843,9 +868,18 @@ impl ShutdownSignals {
                     _ = external.cancelled() => tracing::info!("shutdown requested"),
                 }
                 graceful.cancel();
-                tokio::select! {
-                    _ = int.recv() => {}
-                    _ = term.recv() => {}
+                // Hosts stop a server with more than one signal (Claude Code: SIGINT, then SIGTERM 0.1 s later):
+                // the signals of one burst are one request to stop gracefully.
+                let first = tokio::time::Instant::now();
+                loop {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                    if first.elapsed() >= SIGNAL_BURST {
+                        break;
+                    }
+                    tracing::debug!("a signal right after the first: the same request to stop");
                 }
                 tracing::warn!("second signal: stopping at once");
                 immediate.cancel();

@@ -171,7 +171,7 @@ pub(crate) fn attach(url: &str, token_file: Option<&Path>) -> anyhow::Result<u8>
     std::process::exit(i32::from(code));
 }
 
-/// The second SIGINT/SIGTERM ends the process at once (128 + signal number), after flushing the spans already ended
+/// A SIGINT/SIGTERM later than [`pimcp_proxy::SIGNAL_BURST`] after the first ends the process at once (128 + signal number), after flushing the spans already ended
 /// (at most [`crate::telemetry::EXIT_FLUSH_BOUND`]). The servers' guardian shims kill their process groups when
 /// `pimcp-run` is gone, so no child survives.
 fn exit_on_second_signal() {
@@ -180,14 +180,15 @@ fn exit_on_second_signal() {
         let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
             return;
         };
-        let mut seen = 0;
+        let mut first = None;
         loop {
             let code = tokio::select! {
                 _ = int.recv() => 128 + 2,
                 _ = term.recv() => 128 + 15,
             };
-            seen += 1;
-            if seen >= 2 {
+            // A burst of signals (Claude Code sends SIGINT, then SIGTERM 0.1 s later) is one graceful request.
+            let first = *first.get_or_insert_with(tokio::time::Instant::now);
+            if first.elapsed() >= pimcp_proxy::SIGNAL_BURST {
                 errln!("pimcp-run: second signal, exiting now");
                 // Spans already ended still reach the collector (bounded: this exit must stay immediate).
                 crate::telemetry::shutdown_within(crate::telemetry::EXIT_FLUSH_BOUND);

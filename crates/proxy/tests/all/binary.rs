@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -38,18 +39,22 @@ struct Spawned {
     child: tokio::process::Child,
     session: rmcp::service::RunningService<rmcp::RoleClient, TestHost>,
     fixture_pid: PathBuf,
+    fixture_log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 async fn spawn_pimcp_run() -> Spawned {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("fx.pid");
+    let log = dir.path().join("fx.log");
     let config = dir.path().join("mcp.json");
-    std::fs::write(
-        &config,
-        json!({ "mcpServers": { "fx": stdio(&["--pid-file", &pid_file.to_string_lossy()]) } }).to_string(),
-    )
-    .unwrap();
+    let args = [
+        "--pid-file",
+        &pid_file.to_string_lossy(),
+        "--event-log",
+        &log.to_string_lossy(),
+    ];
+    std::fs::write(&config, json!({ "mcpServers": { "fx": stdio(&args) } }).to_string()).unwrap();
     let mut cmd = tokio::process::Command::new(pimcp_run());
     cmd.arg("--config")
         .arg(&config)
@@ -72,6 +77,7 @@ async fn spawn_pimcp_run() -> Spawned {
         child,
         session,
         fixture_pid: pid_file,
+        fixture_log: log,
         _dir: dir,
     }
 }
@@ -99,6 +105,81 @@ async fn pimcp_run_serves_stdio_and_exits_on_stdin_eof() {
     s.session.cancel().await.unwrap();
     let status = tokio::time::timeout(DEADLINE, s.child.wait()).await.unwrap().unwrap();
     assert!(status.success(), "{status:?}");
+    wait_until("the fixture server to be gone", DEADLINE, || !pid_alive(fixture)).await;
+}
+
+/// A host that quits with a call in flight closes both pipes: nobody can read the answer, so the call is cancelled
+/// at once and pimcp-run exits within the stdin drain's bound, far below the call's length.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_quits_mid_call_has_the_call_cancelled_and_pimcp_run_exits_promptly() {
+    /// The stdin drain (2 s) and the fixture's close, with room for a loaded machine; the call would take 600 s.
+    const EXIT_BOUND: Duration = Duration::from_secs(4);
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fx.log");
+    let config = dir.path().join("mcp.json");
+    let args = ["--event-log", &log.to_string_lossy()];
+    std::fs::write(&config, json!({ "mcpServers": { "fx": stdio(&args) } }).to_string()).unwrap();
+    let mut child = tokio::process::Command::new(pimcp_run())
+        .arg("--config")
+        .arg(&config)
+        .current_dir(dir.path())
+        .env("HOME", dir.path().join("home"))
+        .env("PI_CODING_AGENT_DIR", dir.path().join("agent"))
+        .env_remove("MCP_DIRECT_TOOLS")
+        .env_remove("PIMCP_CONFIG_MODE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+    let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "t", "version": "1" } } });
+    let call = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "mcp", "arguments": { "tool": "fx_slow", "args": { "ms": 600_000 } } } });
+    stdin.write_all(format!("{init}\n").as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stdout.read_line(&mut answer).await.unwrap();
+    assert!(answer.contains(r#""id":1"#), "{answer}");
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    stdin
+        .write_all(format!("{initialized}\n{call}\n").as_bytes())
+        .await
+        .unwrap();
+    wait_until("the slow call to reach the fixture", DEADLINE, || {
+        count_events(&log, "call", Some("slow")) == 1
+    })
+    .await;
+    // The host quits: its ends of both pipes close.
+    drop((stdin, stdout));
+    let status = tokio::time::timeout(EXIT_BOUND, child.wait())
+        .await
+        .expect("pimcp-run still running: the call whose host is gone was waited for")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+/// Claude Code stops its MCP servers with SIGINT and then SIGTERM 0.1 s later: one request to stop gracefully
+/// (exit 0), not the second signal's immediate exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_then_sigterm_at_once_is_one_graceful_stop() {
+    let mut s = spawn_pimcp_run().await;
+    let fixture = exercise(&s).await;
+    let pid = s.child.id().unwrap().to_string();
+    for signal in ["-INT", "-TERM"] {
+        let sent = std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        // The host's own gap between the two signals (part of the scenario, not a wait for an outcome).
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let status = tokio::time::timeout(DEADLINE, s.child.wait()).await.unwrap().unwrap();
+    assert_eq!(status.code(), Some(0), "one graceful stop: {status:?}");
     wait_until("the fixture server to be gone", DEADLINE, || !pid_alive(fixture)).await;
 }
 
