@@ -551,7 +551,9 @@ impl ServerActor {
                     },
                 );
             }
-            ConnectFailure::Connect(ref e @ (ConnectError::Config { .. } | ConnectError::Secret { .. })) => {
+            // A failed `!command` secret is not here: a locked password manager or a VPN not yet up is retried with
+            // backoff like any failed connect (below).
+            ConnectFailure::Connect(ref e @ ConnectError::Config { .. }) => {
                 let detail = strip_server_prefix(&e.to_string(), &server);
                 st.last_error = Some((ErrorCategory::Config, message.clone()));
                 Self::set_state(st, ServerState::ConfigError, Some(detail.clone()));

@@ -14,6 +14,7 @@ mod runtime {
     mod http;
     mod observability;
     mod retry;
+    mod secrets;
     mod standby;
     mod stress;
     mod warm;

@@ -85,15 +85,13 @@ fn stderr_suffix(stderr: &str) -> String {
 }
 
 impl ConnectError {
-    /// Whether retrying later (with backoff) can help. Config, secret, auth and cancellation errors need a
-    /// change first; a crash at start or a timeout may be transient.
+    /// Whether retrying later (with backoff) can help. Config, auth and cancellation errors need a change first; a
+    /// crash at start, a timeout or a failed `!command` secret (a locked password manager) may be transient.
     pub fn is_transient(&self) -> bool {
         match self {
-            ConnectError::Config { .. }
-            | ConnectError::Secret { .. }
-            | ConnectError::NeedsAuth { .. }
-            | ConnectError::Cancelled { .. } => false,
-            ConnectError::Spawn { .. }
+            ConnectError::Config { .. } | ConnectError::NeedsAuth { .. } | ConnectError::Cancelled { .. } => false,
+            ConnectError::Secret { .. }
+            | ConnectError::Spawn { .. }
             | ConnectError::ExitedAtStart { .. }
             | ConnectError::StartupTimeout { .. }
             | ConnectError::Protocol { .. } => true,
