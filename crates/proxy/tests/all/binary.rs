@@ -39,7 +39,6 @@ struct Spawned {
     child: tokio::process::Child,
     session: rmcp::service::RunningService<rmcp::RoleClient, TestHost>,
     fixture_pid: PathBuf,
-    fixture_log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -77,7 +76,6 @@ async fn spawn_pimcp_run() -> Spawned {
         child,
         session,
         fixture_pid: pid_file,
-        fixture_log: log,
         _dir: dir,
     }
 }
