@@ -112,7 +112,7 @@ async fn missing_credentials_mean_needs_auth() {
 }
 
 #[tokio::test]
-async fn an_unset_bearer_token_env_is_a_secret_error() {
+async fn an_unset_bearer_token_env_is_a_config_error() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = http_server("envtok", "http://127.0.0.1:9/mcp");
     server.auth = AuthConfig::Bearer {
@@ -122,7 +122,8 @@ async fn an_unset_bearer_token_env_is_a_secret_error() {
     let err = pimcp_actors::transport::connect(spec(server, dir.path()), ())
         .await
         .unwrap_err();
-    assert!(matches!(err, ConnectError::Secret { .. }), "{err}");
+    // Not retried: waiting cannot set the variable (a failed `!command` is a retryable `Secret` error).
+    assert!(matches!(err, ConnectError::Config { .. }), "{err}");
     assert!(err.to_string().contains("PIMCP_TEST_SURELY_UNSET_VAR"), "{err}");
 }
 
