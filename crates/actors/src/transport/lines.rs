@@ -16,7 +16,9 @@
 //! `\r\n` accepted, a UTF-8 BOM ignored, blank lines skipped, unparsable lines ignored, and a line that parses as
 //! JSON but is not a valid message answered with an `Invalid request` error. A notification this side cannot decode
 //! is ignored (rmcp ignores the non-standard ones and answers the others with that error, which JSON-RPC forbids for
-//! notifications). Writes are one serialized message plus `\n` under a lock, flushed; `close` drops the writer, which
+//! notifications). A host-facing reader built with `rejecting` answers every line that yields no message (an
+//! over-long one as soon as it is seen, without reading the rest into memory) with what its hook says instead.
+//! Writes are one serialized message plus `\n` under a lock, flushed; `close` drops the writer, which
 //! closes the pipe or socket.
 //!
 //! `receive` is cancel-safe, as rmcp's loop needs (it selects over `receive` and drops it when another event comes
@@ -42,6 +44,11 @@ use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _,
 pub const MAX_LINE_LENGTH: usize = 16 * 1024 * 1024;
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// How a host-facing reader answers a line that yields no message (see [`LineTransport::rejecting`]): `None` for a
+/// line over [`MAX_LINE_LENGTH`] (discarded unread), else the line and why it was skipped. Returns the answer line
+/// (one serialized message, no newline) or `None` for no answer.
+pub type Reject = fn(Option<(&[u8], &Skip)>) -> Option<Vec<u8>>;
+
 /// A role whose most frequent incoming message has a direct decode. `None` means "decode it the general way".
 pub trait FastDecode: ServiceRole {
     fn fast_decode(line: &[u8]) -> Option<RxJsonRpcMessage<Self>>;
@@ -60,6 +67,10 @@ pub struct LineTransport<Role, R, W> {
     write: Arc<tokio::sync::Mutex<Option<W>>>,
     /// A line parsed as JSON but was not a valid message: answer `Invalid request` before reading on.
     owe_error: bool,
+    /// Set by [`LineTransport::rejecting`]: answers every line that yields no message in its stead.
+    reject: Option<Reject>,
+    /// The answer [`Self::reject`] gave, written before reading on.
+    owed: Option<Vec<u8>>,
     _role: PhantomData<fn() -> Role>,
 }
 
@@ -84,8 +95,17 @@ where
             line_done: false,
             write: Arc::new(tokio::sync::Mutex::new(Some(write))),
             owe_error: false,
+            reject: None,
+            owed: None,
             _role: PhantomData,
         }
+    }
+
+    /// Answers every line that yields no message (unparsable, not a valid message, longer than the limit) with what
+    /// `reject` returns instead of the default handling; a line over the limit is answered as soon as it is seen.
+    pub fn rejecting(mut self, reject: Reject) -> Self {
+        self.reject = Some(reject);
+        self
     }
 
     /// Fills `self.line` with the next line (without `\n`). `Ok(false)` at end of stream. Cancel-safe: bytes are
@@ -122,6 +142,13 @@ where
                 }
                 self.line.clear();
                 self.discarding = newline.is_none();
+                if let Some(reject) = self.reject {
+                    // Answered now (an empty line for `receive`), not after the rest of the line has been read.
+                    self.owed = reject(None);
+                    self.read.consume(take);
+                    self.line_done = true;
+                    return Ok(true);
+                }
             } else {
                 self.line.extend_from_slice(&available[..take]);
                 if newline.is_some() {
@@ -304,6 +331,14 @@ where
                     return None;
                 }
             }
+            if let Some(mut line) = self.owed.take() {
+                line.push(b'\n');
+                let write = self.write.clone();
+                let answer = tokio::spawn(async move { write_line(&write, &line).await });
+                if !matches!(answer.await, Ok(Ok(()))) {
+                    return None;
+                }
+            }
             match self.next_line().await {
                 Ok(true) => {}
                 Ok(false) => return None,
@@ -315,11 +350,19 @@ where
             if self.line.is_empty() {
                 continue;
             }
-            match decode_line::<Role>(&self.line) {
+            let skip = match decode_line::<Role>(&self.line) {
                 Ok(message) => return Some(message),
-                Err(Skip::Unparsable(e)) => tracing::debug!(error = %e, "ignoring unparsable incoming message"),
-                Err(Skip::UnknownNotification(e)) => tracing::debug!(error = %e, "ignoring unknown notification"),
-                Err(Skip::Invalid(e)) => {
+                Err(skip) => skip,
+            };
+            if let Some(reject) = self.reject {
+                tracing::debug!(error = ?skip, "rejecting incoming line");
+                self.owed = reject(Some((&self.line, &skip)));
+                continue;
+            }
+            match skip {
+                Skip::Unparsable(e) => tracing::debug!(error = %e, "ignoring unparsable incoming message"),
+                Skip::UnknownNotification(e) => tracing::debug!(error = %e, "ignoring unknown notification"),
+                Skip::Invalid(e) => {
                     tracing::debug!(error = %e, "protocol error on incoming message");
                     self.owe_error = true;
                 }

@@ -34,7 +34,7 @@ pub use error::ConnectError;
 #[cfg(test)]
 pub(crate) use fast_client::FIRST_FAST_ID;
 pub(crate) use fast_client::{FastAsk, FastCalls, FastEvent, FastRequest, LineWrite, NotBegun, finish_write};
-pub use lines::{FastDecode, LineTransport, LineWriter, MAX_LINE_LENGTH, Skip, decode_line};
+pub use lines::{FastDecode, LineTransport, LineWriter, MAX_LINE_LENGTH, Reject, Skip, decode_line};
 pub use probe::{ProbeFinding, probe_endpoint};
 pub use resume::SessionResume;
 
