@@ -14,6 +14,7 @@ mod facade;
 mod fast_call;
 mod forward;
 mod guard;
+mod host_input;
 mod host_log;
 mod http;
 mod render;

@@ -638,6 +638,22 @@ impl ServerHandler for ProxyServer {
             Err(e) => Err(protocol_error(&e)),
         }
     }
+
+    /// A method rmcp knows lands here only when its params did not fit it: -32602, not -32601.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<rmcp::model::CustomResult, ErrorData> {
+        if crate::host_input::is_known_method(&request.method) {
+            return Err(ErrorData::invalid_params("Invalid params", None));
+        }
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            request.method,
+            None,
+        ))
+    }
 }
 
 impl ProxyServer {
@@ -770,7 +786,9 @@ where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let lines = pimcp_actors::transport::LineTransport::<RoleServer, _, _>::new(read, write);
+    // Lines rmcp cannot decode get the JSON-RPC error they are owed (`host_input.rs`).
+    let lines = pimcp_actors::transport::LineTransport::<RoleServer, _, _>::new(read, write)
+        .rejecting(crate::host_input::reject);
     let transport = crate::fast_call::FastCalls::new(server.clone(), lines, host_gone);
     let slot = transport.peer_slot();
     // `initialize` is answered on this task: [`ProxyServer`]'s handler hands the session's peer to the transport

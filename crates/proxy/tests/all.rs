@@ -18,6 +18,8 @@ mod direct;
 mod fast_path;
 #[path = "all/forwarding.rs"]
 mod forwarding;
+#[path = "all/host_input.rs"]
+mod host_input;
 #[path = "all/http_serve.rs"]
 mod http_serve;
 #[path = "all/modes.rs"]

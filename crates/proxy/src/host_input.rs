@@ -1,0 +1,145 @@
+//! The JSON-RPC 2.0 error a host's line is owed when it yields no message: the pre-check in front of rmcp's decode
+//! on `pimcp-run`'s stdio and `serve --http` request bodies.
+//!
+//! Only lines the decode refused reach it (the valid ones cost nothing more). A parse error (not JSON, a lone
+//! surrogate, nesting deeper than serde's limit) is -32700 with `"id": null`; a batch (a JSON array: MCP 2025-06-18
+//! dropped batches) and a line over the line limit are -32600 with `"id": null`; a request whose `jsonrpc`, `id` or
+//! `method` is wrong is -32600 with its id when the id is an integer or a string, else `null`; a well-formed request
+//! whose params do not fit its method is -32602 with its id. A notification (a `method` without an `id`) and a
+//! response get nothing. Messages never quote the line (it may carry secrets).
+
+use pimcp_actors::transport::{MAX_LINE_LENGTH, Skip};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+pub(crate) const PARSE_ERROR: i32 = -32700;
+pub(crate) const INVALID_REQUEST: i32 = -32600;
+pub(crate) const INVALID_PARAMS: i32 = -32602;
+
+/// The request methods rmcp's `ClientRequest` knows: a request for one of them whose decode fell through to a
+/// custom request had params that do not fit it.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "completion/complete",
+    "logging/setLevel",
+    "prompts/get",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/directory/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+    "tools/call",
+    "tools/list",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "skills/list",
+    "skills/get",
+];
+
+/// Whether rmcp decodes `method` into a request type of its own (not a custom request).
+pub(crate) fn is_known_method(method: &str) -> bool {
+    KNOWN_METHODS.contains(&method)
+}
+
+/// The answer to a host line that yields no message (see the module docs), for
+/// [`pimcp_actors::transport::LineTransport::rejecting`]: `None` is a line over the line limit.
+pub(crate) fn reject(unread: Option<(&[u8], &Skip)>) -> Option<Vec<u8>> {
+    let Some((line, skip)) = unread else {
+        let message = format!(
+            "Invalid request: the line exceeds the {} MiB limit",
+            MAX_LINE_LENGTH >> 20
+        );
+        return Some(error_line(INVALID_REQUEST, &message, None));
+    };
+    match skip {
+        Skip::Unparsable(e) => Some(error_line(PARSE_ERROR, &format!("Parse error: {e}"), None)),
+        Skip::UnknownNotification(_) => None,
+        Skip::Invalid(_) => invalid(line),
+    }
+}
+
+/// The top-level members of a message, unparsed. A member given as `null` is `Some` (`"id": null` is an id).
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    method: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// A line that is JSON but not a message rmcp accepts.
+fn invalid(line: &[u8]) -> Option<Vec<u8>> {
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    // rmcp's decode may fail on the type of a value before it reaches a syntax error after it (`0 x`).
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+        return Some(error_line(PARSE_ERROR, &format!("Parse error: {e}"), None));
+    }
+    if line.trim_ascii_start().starts_with(b"[") {
+        return Some(error_line(
+            INVALID_REQUEST,
+            "Invalid request: batches are not supported",
+            None,
+        ));
+    }
+    let Ok(envelope) = serde_json::from_slice::<Envelope<'_>>(line) else {
+        return Some(error_line(
+            INVALID_REQUEST,
+            "Invalid request: not a JSON-RPC message",
+            None,
+        ));
+    };
+    if envelope.method.is_none() && (envelope.result.is_some() || envelope.error.is_some()) {
+        tracing::debug!("ignoring an invalid response from the host");
+        return None;
+    }
+    if envelope.method.is_some() && envelope.id.is_none() {
+        return None;
+    }
+    let id = envelope.id.filter(|id| is_valid_id(id));
+    let fault = if envelope.jsonrpc.map(RawValue::get) != Some(r#""2.0""#) {
+        "Invalid request: \"jsonrpc\" must be \"2.0\""
+    } else if id.is_none() {
+        "Invalid request: \"id\" must be an integer or a string"
+    } else if !envelope.method.is_some_and(|m| m.get().starts_with('"')) {
+        "Invalid request: \"method\" must be a string"
+    } else {
+        return Some(error_line(INVALID_PARAMS, "Invalid params", id));
+    };
+    Some(error_line(INVALID_REQUEST, fault, id))
+}
+
+/// An id rmcp reads: a string, or an integer that fits an `i64`.
+fn is_valid_id(id: &RawValue) -> bool {
+    let text = id.get();
+    if text.starts_with('"') {
+        return serde_json::from_str::<String>(text).is_ok();
+    }
+    text.parse::<i64>().is_ok()
+}
+
+/// One JSON-RPC error response (no newline); `id` is the raw JSON of a valid id, or `null`.
+pub(crate) fn error_line(code: i32, message: &str, id: Option<&RawValue>) -> Vec<u8> {
+    let id = id.map_or("null", RawValue::get);
+    let message = serde_json::Value::from(message);
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{code},"message":{message}}}}}"#).into_bytes()
+}
+
+#[cfg(test)]
+#[path = "host_input_tests.rs"]
+mod tests;
