@@ -600,9 +600,8 @@ async fn a_second_signal_still_flushes_the_spans_already_ended() {
         "the first signal starts the drain:\n{}",
         serve.log_text()
     );
-    serve.signal("TERM");
     let status = serve
-        .wait_exit(Duration::from_secs(20))
+        .signal_again_until_exit("TERM", Duration::from_secs(20))
         .unwrap_or_else(|| panic!("the second signal did not end pimcp-run:\n{}", serve.log_text()));
     assert_eq!(status.code(), Some(128 + 15), "{}", serve.log_text());
 

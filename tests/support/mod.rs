@@ -411,6 +411,21 @@ impl Serve {
         signal(self.pid(), name);
     }
 
+    /// The forced stop a user gets by pressing Ctrl-C again: repeats `name` every 200 ms (signals within the first
+    /// one's burst window count as the same request) until the process exits or `deadline` passes.
+    pub fn signal_again_until_exit(&mut self, name: &str, deadline: Duration) -> Option<std::process::ExitStatus> {
+        let end = std::time::Instant::now() + deadline;
+        loop {
+            signal(self.pid(), name);
+            if let Some(status) = self.wait_exit(Duration::from_millis(200)) {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= end {
+                return None;
+            }
+        }
+    }
+
     /// Waits for the exit at most `deadline`; the exit code, or `None` if it is still running.
     pub fn wait_exit(&mut self, deadline: Duration) -> Option<std::process::ExitStatus> {
         let child = &mut self.child;
