@@ -19,6 +19,14 @@ use crate::schema::{Source, with_source};
 
 /// The on-disk format version; another version is ignored (and replaced on the next write).
 pub const CACHE_VERSION: u32 = 1;
+
+/// The largest metadata cache file read; a larger one (or one that is not a regular file) reads as empty.
+pub const CACHE_FILE_LIMIT: u64 = 256 * 1024 * 1024;
+
+fn read_cache_text(file: &std::fs::File) -> std::io::Result<String> {
+    String::from_utf8(pimcp_config::read_capped(file, CACHE_FILE_LIMIT)?)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "is not valid UTF-8"))
+}
 /// An entry is never served as fresh after this long (or after its `ttlMs`, whichever is shorter).
 pub const CACHE_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// The cache file name under `<agentDir>/pimcp/`.
@@ -231,16 +239,18 @@ impl MetadataCache {
     /// on disk: the file is kept open (by the schemas that point into it) and each is read and parsed on first use.
     pub fn load(&self) -> CacheFile {
         self.load_with(|path| {
-            let mut file = std::fs::File::open(path)?;
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut file, &mut text)?;
+            let file = pimcp_config::open_regular(path)?;
+            let text = read_cache_text(&file)?;
             Ok(CacheFile::from_file(file, &text))
         })
     }
 
     /// [`MetadataCache::load`] with the text kept in memory (for a read-modify-write that copies it all back).
     fn load_in_memory(&self) -> CacheFile {
-        self.load_with(|path| Ok(CacheFile::from_json(Arc::new(std::fs::read_to_string(path)?))))
+        self.load_with(|path| {
+            let text = read_cache_text(&pimcp_config::open_regular(path)?)?;
+            Ok(CacheFile::from_json(Arc::new(text)))
+        })
     }
 
     fn load_with(&self, read: impl FnOnce(&Path) -> std::io::Result<serde_json::Result<CacheFile>>) -> CacheFile {
@@ -361,6 +371,20 @@ mod tests {
         assert_eq!(write_buffer_len(1000), WRITE_BUFFER_MIN);
         assert_eq!(write_buffer_len(1 << 20), 3 << 19);
         assert_eq!(write_buffer_len(u64::MAX), usize::MAX);
+    }
+
+    #[test]
+    fn a_cache_that_is_a_device_or_a_fifo_reads_as_empty_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = MetadataCache::in_agent_dir(dir.path());
+        std::fs::create_dir_all(cache.path().parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", cache.path()).unwrap();
+        assert_eq!(cache.load(), CacheFile::default());
+        std::fs::remove_file(cache.path()).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(cache.path()).status().unwrap();
+        assert!(made.success());
+        assert_eq!(cache.load(), CacheFile::default());
+        assert_eq!(cache.load_in_memory(), CacheFile::default());
     }
 
     #[test]

@@ -143,7 +143,7 @@ impl PendingLogins {
     /// expired, unreadable or mismatched file is deleted.
     pub fn load(&self, key: &StoreKey) -> Result<Option<PendingLogin>> {
         let path = self.path(key);
-        let bytes = match fs::read(&path) {
+        let bytes = match pimcp_config::read_bounded(&path, crate::store::file::TOKEN_FILE_LIMIT) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => {

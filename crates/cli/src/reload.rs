@@ -28,11 +28,13 @@ fn fingerprint(paths: &[PathBuf]) -> Fingerprint {
     paths
         .iter()
         .map(|p| {
-            let seen = std::fs::read(p).ok().map(|bytes| {
-                let mut h = DefaultHasher::new();
-                bytes.hash(&mut h);
-                h.finish()
-            });
+            let seen = pimcp_config::read_bounded(p, pimcp_config::CONFIG_FILE_LIMIT)
+                .ok()
+                .map(|bytes| {
+                    let mut h = DefaultHasher::new();
+                    bytes.hash(&mut h);
+                    h.finish()
+                });
             (p.clone(), seen)
         })
         .collect()

@@ -325,7 +325,7 @@ struct Document {
 
 impl Document {
     fn read(path: &Path) -> Result<Document> {
-        let text = match std::fs::read_to_string(path) {
+        let text = match crate::read::read_text_bounded(path, crate::read::CONFIG_FILE_LIMIT) {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(Document {

@@ -32,6 +32,7 @@ mod plugins;
 mod preview;
 mod problems;
 mod raw;
+mod read;
 mod schema;
 mod secret;
 mod spans;
@@ -54,6 +55,7 @@ pub use model::{
 pub use paths::{EnvMap, agent_dir, data_dir, expand_tilde, source_path};
 pub use preview::{HostPreview, ImportFilePreview, ImportServerPreview, preview_imports};
 pub use raw::{RawFile, RawServer, RawSettings};
+pub use read::{CONFIG_FILE_LIMIT, open_regular, read_bounded, read_capped, read_text_bounded};
 pub use schema::json_schema;
 pub use secret::{
     CONTROL_ENV_PREFIX, ResolveOptions, SECRET_COMMAND_MAX_OUTPUT, SECRET_COMMAND_TIMEOUT, is_control_env,

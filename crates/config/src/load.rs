@@ -28,7 +28,7 @@ use crate::problems::Sink;
 use crate::trust::{TrustView, trust_command};
 
 /// Files bigger than this are refused (no MCP config is anywhere near it).
-const MAX_CONFIG_BYTES: u64 = 16 * 1024 * 1024;
+const MAX_CONFIG_BYTES: u64 = crate::read::CONFIG_FILE_LIMIT;
 
 /// Everything loading reads from the outside world, passed explicitly (tests use temp dirs, never the real HOME).
 #[derive(Debug, Clone)]
@@ -277,8 +277,8 @@ pub(crate) fn load_detailed_with(opts: &LoadOptions, substitute: Option<(&Path, 
 /// Reads and validates one file. Returns (exists, content); content is `None` when the file is absent or failed.
 fn read_file(path: &Path, explicit: bool, problems: &mut Vec<ConfigProblem>) -> (bool, Option<FileContent>) {
     let mut sink = Sink::new(problems, Some(path));
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
+    let text = match crate::read::read_text_bounded(path, MAX_CONFIG_BYTES) {
+        Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             if explicit {
                 sink.error(None, None, "the config file given with --config does not exist");
@@ -286,36 +286,22 @@ fn read_file(path: &Path, explicit: bool, problems: &mut Vec<ConfigProblem>) -> 
             return (false, None);
         }
         Err(err) => {
-            sink.error(None, None, format!("cannot read: {err}; the file is skipped"));
-            return (true, None);
-        }
-    };
-    if meta.is_dir() {
-        sink.error(None, None, "is a directory, not a file; it is skipped");
-        return (true, None);
-    }
-    if meta.len() > MAX_CONFIG_BYTES {
-        sink.error(
-            None,
-            None,
-            format!("is larger than {MAX_CONFIG_BYTES} bytes; it is skipped"),
-        );
-        return (true, None);
-    }
-    let text = match std::fs::read(path) {
-        Ok(bytes) => match String::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(_) => {
-                sink.error(None, None, "is not valid UTF-8; the file is skipped");
-                return (true, None);
-            }
-        },
-        Err(err) => {
-            sink.error(None, None, format!("cannot read: {err}; the file is skipped"));
+            sink.error(None, None, format!("{}; the file is skipped", read_problem(&err)));
             return (true, None);
         }
     };
     (true, parse_text(path, &text, problems))
+}
+
+/// A read failure as a problem message: the bounded reader's own sentences ("is a FIFO, not a regular file", "is
+/// larger than the 16 MiB limit") stand alone; other I/O errors read "cannot read: …".
+pub(crate) fn read_problem(err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::FileTooLarge | std::io::ErrorKind::InvalidData => {
+            err.to_string()
+        }
+        _ => format!("cannot read: {err}"),
+    }
 }
 
 /// Parses and validates a file's text; `None` when it fails as a whole.

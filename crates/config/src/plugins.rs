@@ -131,10 +131,10 @@ pub(crate) fn load_plugin(dir: &Path, data_dir: &Path, problems: &mut Vec<Config
 }
 
 fn read_json(path: &Path, problems: &mut Vec<ConfigProblem>) -> Option<Map<String, Value>> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::read::read_text_bounded(path, crate::read::CONFIG_FILE_LIMIT) {
         Ok(text) => text,
         Err(err) => {
-            warn(problems, path, None, None, format!("cannot read: {err}"));
+            warn(problems, path, None, None, crate::load::read_problem(&err));
             return None;
         }
     };

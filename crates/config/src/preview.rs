@@ -92,7 +92,7 @@ pub fn preview_imports(opts: &LoadOptions, hosts: &[HostKind]) -> Vec<HostPrevie
     // Which pimcp files define each server name (valid or not: any entry there overrides the import's fields).
     let mut file_definers: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (kind, path) in opts.sources() {
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        let Ok(text) = crate::read::read_text_bounded(&path, crate::read::CONFIG_FILE_LIMIT) else {
             continue;
         };
         let Ok(Some(root)) = crate::parse_jsonc(&text) else {

@@ -185,7 +185,7 @@ fn covered_files(dir: &Path) -> Vec<String> {
 }
 
 fn hash_file(path: &Path) -> Result<Option<String>> {
-    match std::fs::read(path) {
+    match crate::read::read_bounded(path, crate::read::CONFIG_FILE_LIMIT) {
         Ok(bytes) => Ok(Some(hex::encode(Sha256::digest(&bytes)))),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(Error::Read {
@@ -201,7 +201,7 @@ fn store_path(data_dir: &Path) -> PathBuf {
 
 fn read_store(data_dir: &Path) -> Result<TrustStore> {
     let path = store_path(data_dir);
-    match std::fs::read_to_string(&path) {
+    match crate::read::read_text_bounded(&path, crate::read::CONFIG_FILE_LIMIT) {
         Ok(text) => serde_json::from_str(&text).map_err(|err| Error::Invalid {
             path,
             message: format!("not a trust store ({err})"),

@@ -139,7 +139,7 @@ fn cache_key(req: &NpxRequest) -> String {
 }
 
 fn read_cache(path: &Path) -> CacheFile {
-    std::fs::read(path)
+    pimcp_config::read_bounded(path, pimcp_config::CONFIG_FILE_LIMIT)
         .ok()
         .and_then(|b| serde_json::from_slice::<CacheFile>(&b).ok())
         .filter(|c| c.version == CACHE_VERSION)
@@ -229,7 +229,7 @@ fn is_js_file(path: &Path) -> bool {
         return true;
     }
     let mut head = [0_u8; 128];
-    let n = std::fs::File::open(path)
+    let n = pimcp_config::open_regular(path)
         .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
         .unwrap_or(0);
     let first = String::from_utf8_lossy(&head[..n]);
@@ -238,8 +238,10 @@ fn is_js_file(path: &Path) -> bool {
 
 /// `<dir>/node_modules/<pkg>/package.json` → the binary it declares, if the version matches.
 fn bin_from_package_dir(req: &NpxRequest, pkg_dir: &Path) -> Option<PathBuf> {
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(pkg_dir.join("package.json")).ok()?).ok()?;
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &pimcp_config::read_bounded(&pkg_dir.join("package.json"), pimcp_config::CONFIG_FILE_LIMIT).ok()?,
+    )
+    .ok()?;
     if let Some(wanted) = req.version().filter(|v| is_exact_version(v))
         && manifest.get("version").and_then(|v| v.as_str()) != Some(wanted)
     {

@@ -47,8 +47,11 @@ fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Err
     move |source| Error::Io { what, path, source }
 }
 
+/// The largest token or pending-login file read; tokens are a few KiB.
+pub(crate) const TOKEN_FILE_LIMIT: u64 = 1024 * 1024;
+
 pub(crate) fn read_record_file(path: &Path) -> Result<Option<TokenRecord>> {
-    let text = match fs::read_to_string(path) {
+    let text = match pimcp_config::read_text_bounded(path, TOKEN_FILE_LIMIT) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err("cannot read token file", path)(e)),

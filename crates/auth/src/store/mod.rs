@@ -1,7 +1,7 @@
 //! Token stores: the [`TokenStore`] trait, store selection from `settings.tokenStore` (fail closed when the OS
 //! credential store is unusable), and the legacy `MCP_OAUTH_DIR` import.
 
-mod file;
+pub(crate) mod file;
 #[cfg(target_os = "macos")]
 mod keychain;
 mod keyring;

@@ -85,7 +85,7 @@ pub(crate) fn run(ctx: &Ctx, args: InitArgs) -> anyhow::Result<u8> {
 
 /// Hosts the target file already lists (nothing when it is absent or unreadable; the edit reports those errors).
 fn listed_imports(target: &std::path::Path) -> Vec<HostKind> {
-    let Ok(text) = std::fs::read_to_string(target) else {
+    let Ok(text) = pimcp_config::read_text_bounded(target, pimcp_config::CONFIG_FILE_LIMIT) else {
         return Vec::new();
     };
     let Ok(Some(value)) = pimcp_config::parse_jsonc(&text) else {

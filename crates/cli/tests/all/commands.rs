@@ -316,3 +316,69 @@ fn the_unwind_check_catches_its_panic() {
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.stderr, "", "{run:?}");
 }
+
+/// `run` on a thread: `None` when it did not return within `deadline` (a read that blocks forever).
+fn run_within(sb: &Sandbox, args: &'static [&'static str], stdin: &'static str) -> Option<crate::support::Run> {
+    let sb = Sandbox {
+        root: tempfile::tempdir().unwrap(),
+        home: sb.home.clone(),
+        project: sb.project.clone(),
+        data: sb.data.clone(),
+        env: sb.env.clone(),
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(sb.run_with_stdin(args, stdin));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(30)).ok()
+}
+
+/// A cloned repository can carry a `.mcp.json` that is a symlink to `/dev/zero` or a FIFO; the project is untrusted,
+/// yet every command reads its files. Each is a problem naming the file, and nothing hangs or allocates without end.
+#[test]
+fn a_project_config_that_is_dev_zero_or_a_fifo_never_hangs_a_command() {
+    let sb = Sandbox::new();
+    sb.write(sb.global(), r#"{"mcpServers": {"a": {"command": "true"}}}"#);
+    std::os::unix::fs::symlink("/dev/zero", sb.project.join(".mcp.json")).unwrap();
+    std::fs::create_dir_all(sb.project.join(".pi")).unwrap();
+    let fifo = sb.project.join(".pi/mcp.json");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+
+    let check = run_within(&sb, &["config", "check"], "").expect("config check returned");
+    assert_eq!(check.code, 2, "{check:?}");
+    let text = format!("{}{}", check.stdout, check.stderr);
+    assert!(
+        text.contains(".mcp.json") && text.contains("is a character device, not a regular file"),
+        "{check:?}"
+    );
+    assert!(
+        text.contains(".pi/mcp.json") && text.contains("is a FIFO, not a regular file"),
+        "{check:?}"
+    );
+
+    let status = run_within(&sb, &["status"], "").expect("status returned");
+    assert!(!status.stderr.contains("panicked"), "{status:?}");
+
+    let served = run_within(
+        &sb,
+        &[],
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "\n"
+        ),
+    )
+    .expect("pimcp-run answered and exited at stdin EOF");
+    assert_eq!(served.code, 0, "{served:?}");
+    assert!(
+        served.stdout.contains(r#""id":1"#) && served.stdout.contains("protocolVersion"),
+        "{served:?}"
+    );
+}

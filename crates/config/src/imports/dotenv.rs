@@ -16,13 +16,7 @@ pub(super) struct DotEnv {
 }
 
 pub(super) fn read(path: &Path) -> std::io::Result<DotEnv> {
-    let len = std::fs::metadata(path)?.len();
-    if len > MAX_ENV_FILE_BYTES {
-        return Err(std::io::Error::other(format!(
-            "file is larger than {MAX_ENV_FILE_BYTES} bytes"
-        )));
-    }
-    Ok(parse(&std::fs::read_to_string(path)?))
+    Ok(parse(&crate::read::read_text_bounded(path, MAX_ENV_FILE_BYTES)?))
 }
 
 pub(super) fn parse(text: &str) -> DotEnv {

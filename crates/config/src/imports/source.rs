@@ -17,17 +17,7 @@ pub(super) fn read(path: &Path) -> Result<Option<String>, ImportError> {
         path: path.to_path_buf(),
         source,
     };
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
-        Err(err) if err.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(read_err(err)),
-    };
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(read_err(std::io::Error::other(format!(
-            "file is larger than {MAX_FILE_BYTES} bytes"
-        ))));
-    }
-    match std::fs::read_to_string(path) {
+    match crate::read::read_text_bounded(path, MAX_FILE_BYTES) {
         Ok(text) => Ok(Some(text)),
         Err(err) if err.kind() == ErrorKind::NotFound => Ok(None),
         Err(err) => Err(read_err(err)),

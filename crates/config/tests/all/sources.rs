@@ -379,3 +379,69 @@ fn identity_hash_tracks_identity_fields_only() {
         "stable across loads"
     );
 }
+
+/// Loads on a thread; `None` when it did not finish within `deadline` (a read that blocks forever).
+fn load_within(sb: &Sandbox, deadline: Duration) -> Option<pimcp_config::Config> {
+    let opts = sb.opts();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(pimcp_config::load(&opts));
+    });
+    rx.recv_timeout(deadline).ok()
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+#[test]
+fn a_project_file_that_is_dev_zero_or_a_fifo_is_a_problem_and_the_other_sources_still_load() {
+    let sb = Sandbox::new();
+    // An untrusted project (a cloned repository) carrying a device and a FIFO where its configs would be.
+    std::os::unix::fs::symlink("/dev/zero", sb.project.join(".mcp.json")).unwrap();
+    std::fs::create_dir_all(sb.project.join(".pi")).unwrap();
+    mkfifo(&sb.project.join(".pi/mcp.json"));
+    // A host import that is a FIFO too.
+    mkfifo(&sb.home.join(".cursor-mcp-fifo"));
+    std::fs::create_dir_all(sb.home.join(".cursor")).unwrap();
+    std::fs::rename(sb.home.join(".cursor-mcp-fifo"), sb.home.join(".cursor/mcp.json")).unwrap();
+    sb.write(
+        sb.global(),
+        r#"{"imports": ["cursor"], "mcpServers": {"a": {"command": "a"}}}"#,
+    );
+
+    let config = load_within(&sb, Duration::from_secs(20)).expect("load returned (no read may block or run away)");
+    assert!(
+        config.server("a").is_some(),
+        "the global server still loads: {:?}",
+        config.problems
+    );
+    let problem = |file: &str| {
+        config
+            .problems
+            .iter()
+            .find(|p| p.path.as_deref() == Some(sb.project.join(file).as_path()) || p.message.contains(file))
+            .unwrap_or_else(|| panic!("no problem names {file}: {:#?}", config.problems))
+            .to_string()
+    };
+    assert!(problem(".mcp.json").contains("is a character device, not a regular file"));
+    assert!(problem(".pi/mcp.json").contains("is a FIFO, not a regular file"));
+    assert!(problem(".cursor/mcp.json").contains("is a FIFO, not a regular file"));
+}
+
+#[test]
+fn a_config_file_over_the_size_cap_is_skipped_naming_the_cap() {
+    let sb = Sandbox::new();
+    sb.write(sb.global(), r#"{"mcpServers": {"a": {"command": "a"}}}"#);
+    let big = std::fs::File::create(sb.project.join(".mcp.json")).unwrap();
+    big.set_len(pimcp_config::CONFIG_FILE_LIMIT + 1).unwrap();
+    let config = load_within(&sb, Duration::from_secs(20)).expect("load returned");
+    assert!(config.server("a").is_some());
+    let text: Vec<String> = config.problems.iter().map(ToString::to_string).collect();
+    assert!(
+        text.iter()
+            .any(|t| t.contains(".mcp.json") && t.contains("larger than the 16 MiB limit")),
+        "{text:#?}"
+    );
+}

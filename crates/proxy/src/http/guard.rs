@@ -61,7 +61,7 @@ impl AuthToken {
 
     /// The token in `path` (surrounding whitespace and a trailing newline are ignored).
     pub fn from_file(path: &Path) -> Result<AuthToken> {
-        let text = std::fs::read_to_string(path)
+        let text = pimcp_config::read_text_bounded(path, 64 * 1024)
             .map_err(|e| token_error(format!("cannot read the auth token file `{}`: {e}", path.display())))?;
         AuthToken::new(text).map_err(|e| token_error(format!("auth token file `{}`: {e}", path.display())))
     }
