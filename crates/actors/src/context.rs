@@ -34,6 +34,9 @@ pub(crate) struct Shared {
     pub cache: MetadataCache,
     /// Names of the configured servers (cache pruning).
     pub configured: RwLock<BTreeSet<String>>,
+    /// The problems of the configuration in use (files and entries that were skipped, fields ignored), for the
+    /// model-facing status and errors; replaced on reconfigure.
+    pub problems: RwLock<Arc<[pimcp_config::ConfigProblem]>>,
     /// Current ServerActor of each server (replaced on restart).
     pub registry: DashMap<String, ActorRef<ServerMsg>>,
     /// The call lane of each server's current actor: callers run calls on a ready connection through it.
@@ -59,6 +62,21 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    pub(crate) fn config_problems(&self) -> Arc<[pimcp_config::ConfigProblem]> {
+        match self.problems.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    pub(crate) fn set_config_problems(&self, problems: &[pimcp_config::ConfigProblem]) {
+        let problems: Arc<[pimcp_config::ConfigProblem]> = problems.into();
+        match self.problems.write() {
+            Ok(mut g) => *g = problems,
+            Err(p) => *p.into_inner() = problems,
+        }
+    }
+
     pub(crate) fn configured_names(&self) -> BTreeSet<String> {
         match self.configured.read() {
             Ok(g) => g.clone(),

@@ -109,6 +109,12 @@ impl RuntimeHandle {
         snapshot
     }
 
+    /// The problems of the configuration in use: files and entries that were skipped (errors) and fields that were
+    /// ignored (warnings). Never carries a value.
+    pub fn config_problems(&self) -> Arc<[pimcp_config::ConfigProblem]> {
+        self.shared.config_problems()
+    }
+
     /// State and catalog changes as they happen.
     pub fn events(&self) -> broadcast::Receiver<RuntimeEvent> {
         self.shared.board.subscribe()
@@ -264,6 +270,7 @@ impl RuntimeHandle {
     pub async fn reconfigure(&self, config: Config) -> Result<()> {
         self.check_running()?;
         let config = Arc::new(config);
+        self.shared.set_config_problems(&config.problems);
         // The AuthActor first: a restarted server's first connect must see its new URL and auth.
         self.shared.auth.reconfigure(config.clone());
         let (tx, rx) = oneshot::channel();
@@ -565,6 +572,7 @@ impl Runtime {
             board: StatusBoard::new(),
             cache,
             configured: RwLock::new(configured),
+            problems: RwLock::new(config.problems.as_slice().into()),
             registry: DashMap::new(),
             lanes: DashMap::new(),
             router: RwLock::new(None),

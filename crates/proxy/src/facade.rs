@@ -28,8 +28,8 @@ use crate::render::{Piece, render_call_result};
 use crate::request::{ProxyRequest, parse_request};
 use crate::search::{DEFAULT_SUGGESTIONS, Lookup, MatchKind, SearchIndex, SearchQuery, ToolDoc};
 use crate::text::{
-    Category, ProxyError, ServerLine, ServerState, SkippedServer, instructions_text, list_text, search_text,
-    status_text,
+    Category, ProxyError, ServerLine, ServerState, SkippedServer, config_problems_text, instructions_text, list_text,
+    search_text, status_text,
 };
 use crate::validate::{ArgsValidator, OutputValidator, check_not_nested};
 
@@ -421,13 +421,27 @@ impl Proxy {
             ProxyRequest::Search(query) => respond(self.search(&query).map(|o| o.text())),
             ProxyRequest::List { server } => respond(self.list(&server).await.map(|l| l.text())),
             ProxyRequest::Status => {
-                let text = status_text(&self.server_lines());
+                let lines = self.server_lines();
+                let mut text = status_text(&lines);
+                if let Some(problems) = self.config_problems_text() {
+                    text = if lines.is_empty() {
+                        format!("MCP: no servers loaded.\n\n{problems}")
+                    } else {
+                        format!("{text}\n\n{problems}")
+                    };
+                }
                 ProxyResponse::text_ok(match self.notice() {
                     Some(notice) => format!("{notice}\n\n{text}"),
                     None => text,
                 })
             }
         }
+    }
+
+    /// The skipped files and entries of the configuration in use, for the model to pass on (see
+    /// [`config_problems_text`]).
+    fn config_problems_text(&self) -> Option<String> {
+        config_problems_text(&self.inner.runtime.config_problems())
     }
 
     /// The runtime's status snapshot. Never connects anything.
@@ -535,7 +549,13 @@ impl Proxy {
         let indexed = self.indexed();
         let page = indexed.index.search(query).map_err(ProxyError::from)?;
         let skipped = self.skipped(&indexed, query.server.as_deref(), page.total == 0);
-        let text = search_text(query, &page, &skipped);
+        let mut text = search_text(query, &page, &skipped);
+        if page.total == 0
+            && let Some(problems) = self.config_problems_text()
+        {
+            text.push_str("\n\n");
+            text.push_str(&problems);
+        }
         Ok(SearchOutcome {
             hits: page
                 .hits
@@ -978,10 +998,20 @@ impl Proxy {
         let catalog = self.inner.runtime.catalog();
         let names: Vec<&str> = catalog.servers().map(|s| s.server.as_str()).collect();
         let error = ProxyError::new(Category::Config, format!("unknown server {server:?}."));
-        if names.is_empty() {
+        let error = if names.is_empty() {
             error.with_hint("No servers are configured.")
         } else {
             error.with_hint(format!("Configured servers: {}.", names.join(", ")))
+        };
+        self.with_config_problems(error)
+    }
+
+    /// `error` with the configuration's skipped files and entries as a hint: the tool or server the model asked
+    /// for may be in one of them.
+    fn with_config_problems(&self, error: ProxyError) -> ProxyError {
+        match self.config_problems_text() {
+            Some(problems) => error.with_hint(problems),
+            None => error,
         }
     }
 
@@ -1011,7 +1041,7 @@ impl Proxy {
                     }
                     error = error.with_hint(format!("Server {server:?} has: {}.", shown.join(", ")));
                 }
-                error
+                self.with_config_problems(error)
             }
             RuntimeError::AmbiguousTool {
                 name: wanted,

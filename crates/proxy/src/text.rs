@@ -225,6 +225,41 @@ pub struct ServerLine {
     pub reason: Option<String>,
 }
 
+/// How many configuration problems a model-facing text lists; the rest are counted.
+pub const MAX_LISTED_CONFIG_PROBLEMS: usize = 5;
+/// The longest configuration problem line a model-facing text shows (longer ones end with `…`).
+const MAX_CONFIG_PROBLEM_CHARS: usize = 300;
+
+/// What the model should tell its user about a configuration that did not load in full: each skipped file or entry
+/// (the file, position, server and field; never a value), at most [`MAX_LISTED_CONFIG_PROBLEMS`] of them. `None`
+/// when nothing was skipped (warnings about ignored fields are left to `pimcp-run config check`).
+pub fn config_problems_text(problems: &[pimcp_config::ConfigProblem]) -> Option<String> {
+    let errors: Vec<&pimcp_config::ConfigProblem> = problems.iter().filter(|p| p.is_error()).collect();
+    if errors.is_empty() {
+        return None;
+    }
+    let mut out = format!(
+        "Configuration problems ({} skipped; tell the user, `pimcp-run config check` shows them all):",
+        errors.len()
+    );
+    for problem in errors.iter().take(MAX_LISTED_CONFIG_PROBLEMS) {
+        out.push_str("\n- ");
+        out.push_str(&clip(&problem.to_string(), MAX_CONFIG_PROBLEM_CHARS));
+    }
+    if errors.len() > MAX_LISTED_CONFIG_PROBLEMS {
+        out.push_str(&format!("\n- … and {} more", errors.len() - MAX_LISTED_CONFIG_PROBLEMS));
+    }
+    Some(out)
+}
+
+/// `text` cut to at most `max` characters, ending with `…` when cut.
+fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max.saturating_sub(1)) {
+        Some((cut, _)) if text.chars().count() > max => format!("{}…", &text[..cut]),
+        _ => text.to_string(),
+    }
+}
+
 /// The status text of `mcp({})`.
 pub fn status_text(servers: &[ServerLine]) -> String {
     if servers.is_empty() {
@@ -238,11 +273,73 @@ pub fn status_text(servers: &[ServerLine]) -> String {
         servers.len(),
         plural(n_tools, "tool", "tools")
     );
-    for s in servers {
-        out.push_str(&format!("{} {}: {}\n", s.state.glyph(), s.name, status_detail(s)));
+    if servers.len() <= MAX_STATUS_LINES {
+        for s in servers {
+            out.push_str(&format!("{} {}: {}\n", s.state.glyph(), s.name, status_detail(s)));
+        }
+    } else {
+        summarize_servers(&mut out, servers);
     }
     out.push_str("\nmcp({server: \"name\"}) lists tools · mcp({search: \"words\"}) finds tools");
     out
+}
+
+/// Up to this many servers, `mcp({})` has a line for each; beyond, it counts them by state and lists only those
+/// that need attention (at most this many), so the text stays a few kilobytes at any number of servers.
+pub const MAX_STATUS_LINES: usize = 40;
+
+fn summarize_servers(out: &mut String, servers: &[ServerLine]) {
+    let mut counts: Vec<(&'static str, usize)> = Vec::new();
+    for s in servers {
+        let label = state_label(&s.state);
+        match counts.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((label, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let counted: Vec<String> = counts.iter().map(|(label, n)| format!("{n} {label}")).collect();
+    out.push_str(&format!("By state: {}.\n", counted.join(", ")));
+    let attention: Vec<&ServerLine> = servers.iter().filter(|s| needs_attention(&s.state)).collect();
+    if !attention.is_empty() {
+        out.push_str(&format!("\nNeeding attention ({}):\n", attention.len()));
+        for s in attention.iter().take(MAX_STATUS_LINES) {
+            out.push_str(&format!("{} {}: {}\n", s.state.glyph(), s.name, status_detail(s)));
+        }
+        if attention.len() > MAX_STATUS_LINES {
+            out.push_str(&format!(
+                "… and {} more (`pimcp-run status` lists every server)\n",
+                attention.len() - MAX_STATUS_LINES
+            ));
+        }
+    }
+}
+
+fn state_label(state: &ServerState) -> &'static str {
+    match state {
+        ServerState::Ready => "ready",
+        ServerState::Connecting => "connecting",
+        ServerState::Cached => "cached",
+        ServerState::NotStarted => "not started",
+        ServerState::NeedsAuth => "need auth",
+        ServerState::Failed { .. } => "failed",
+        ServerState::Backoff { .. } => "in backoff",
+        ServerState::Disabled => "disabled",
+        ServerState::Untrusted => "untrusted",
+        ServerState::Draining => "closing",
+        ServerState::ConfigError => "with a configuration error",
+    }
+}
+
+fn needs_attention(state: &ServerState) -> bool {
+    matches!(
+        state,
+        ServerState::NeedsAuth
+            | ServerState::Failed { .. }
+            | ServerState::Backoff { .. }
+            | ServerState::Untrusted
+            | ServerState::ConfigError
+    )
 }
 
 fn status_detail(s: &ServerLine) -> String {
@@ -484,6 +581,89 @@ mod tests {
             n_tools,
             reason: reason.map(String::from),
         }
+    }
+
+    #[test]
+    fn status_of_ten_thousand_servers_counts_them_and_lists_only_those_needing_attention() {
+        let mut servers: Vec<ServerLine> = (0..10_000)
+            .map(|i| line(&format!("server-{i:05}"), ServerState::Cached, Some(3), None))
+            .collect();
+        servers[7].state = ServerState::Ready;
+        for s in servers.iter_mut().skip(100).take(50) {
+            s.state = ServerState::NeedsAuth;
+        }
+        let text = status_text(&servers);
+        assert!(text.len() < 6_000, "{} characters", text.len());
+        assert!(
+            text.starts_with("MCP: 1 of 10000 servers ready, 30000 tools\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("By state: 9949 cached, 50 need auth, 1 ready.\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Needing attention (50):\n⚠ server-00100: needs auth"),
+            "{text}"
+        );
+        assert!(
+            text.contains("… and 10 more (`pimcp-run status` lists every server)"),
+            "{text}"
+        );
+        assert!(!text.contains("server-00007"), "ready servers are counted, not listed");
+        // Up to the line limit every server has its line.
+        let few = &servers[..MAX_STATUS_LINES];
+        assert_eq!(status_text(few).matches(" server-").count(), MAX_STATUS_LINES);
+    }
+
+    #[test]
+    fn config_problems_name_the_skipped_files_and_entries_and_are_bounded() {
+        let problem = |path: &str, server: Option<&str>, message: &str, severity| pimcp_config::ConfigProblem {
+            path: Some(path.into()),
+            position: None,
+            server: server.map(String::from),
+            field: None,
+            message: message.into(),
+            severity,
+        };
+        assert_eq!(config_problems_text(&[]), None);
+        let warning = problem("/h/mcp.json", None, "unknown field", pimcp_config::Severity::Warning);
+        assert_eq!(
+            config_problems_text(std::slice::from_ref(&warning)),
+            None,
+            "warnings are for config check"
+        );
+        let mut problems = vec![
+            warning,
+            problem(
+                "/h/mcp.json",
+                None,
+                "expected `,` or `}`",
+                pimcp_config::Severity::Error,
+            ),
+            problem(
+                "/p/.mcp.json",
+                Some("db"),
+                "`command` must be a string",
+                pimcp_config::Severity::Error,
+            ),
+        ];
+        insta::assert_snapshot!(config_problems_text(&problems).unwrap(), @r"
+        Configuration problems (2 skipped; tell the user, `pimcp-run config check` shows them all):
+        - /h/mcp.json: expected `,` or `}`
+        - /p/.mcp.json: server `db`: `command` must be a string
+        ");
+        for i in 0..100 {
+            problems.push(problem(
+                "/h/x.json",
+                None,
+                &"long ".repeat(100 + i),
+                pimcp_config::Severity::Error,
+            ));
+        }
+        let text = config_problems_text(&problems).unwrap();
+        assert!(text.len() < 2_500, "{} characters", text.len());
+        assert!(text.ends_with("\n- … and 97 more"), "{text}");
     }
 
     #[test]

@@ -382,3 +382,60 @@ fn a_project_config_that_is_dev_zero_or_a_fifo_never_hangs_a_command() {
         "{served:?}"
     );
 }
+
+/// The model sees what did not load: `mcp({})`, an unknown tool and a search miss each name the skipped file and
+/// entry (file, position, server, field; never a value), so it can tell its user what to fix.
+#[test]
+fn config_problems_reach_the_model_in_status_unknown_tools_and_search_misses() {
+    let sb = Sandbox::new();
+    let global = serde_json::json!({"mcpServers": {
+        "a": {"command": mcp_fixture::bin_path()},
+        "b": {"command": 5, "env": {"TOKEN": "s3cr3t-value"}},
+    }});
+    sb.write(sb.global(), &global.to_string());
+    sb.write(
+        sb.home.join(".agents/mcp.json"),
+        "{\n  \"mcpServers\": {\n    \"c\": {\"command\": \"z\"}\n  ,,\n}\n",
+    );
+    let call = |id: u32, args: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"mcp","arguments":{args}}}}}"#)
+    };
+    let input = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+        call(2, "{}"),
+        call(3, r#"{"tool": "b_query", "args": {}}"#),
+        call(4, r#"{"search": "query database"}"#),
+    ]
+    .join("\n")
+        + "\n";
+    let input: &'static str = Box::leak(input.into_boxed_str());
+    let served = run_within(&sb, &[], input).expect("pimcp-run answered and exited at stdin EOF");
+    assert_eq!(served.code, 0, "{served:?}");
+    let answers: Vec<serde_json::Value> = served
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let text = |id: u64| {
+        let answer = answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("no answer {id}: {served:?}"));
+        answer["result"]["content"][0]["text"].as_str().unwrap().to_string()
+    };
+    for id in [2, 3, 4] {
+        let text = text(id);
+        assert!(text.contains("Configuration problems (2 skipped"), "{id}: {text}");
+        assert!(
+            text.contains(".agents/mcp.json:5:1: not valid JSON"),
+            "{id}: names the file and position: {text}"
+        );
+        assert!(
+            text.contains("server `b`: `command`"),
+            "{id}: names the entry and field: {text}"
+        );
+        assert!(!text.contains("s3cr3t-value"), "{id}: never a value: {text}");
+    }
+    assert!(text(2).starts_with("MCP: 0 of 1 servers ready"), "{}", text(2));
+}
