@@ -23,6 +23,53 @@ pub const DEFAULT_SPILL_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
 /// Prefix of spill directories in the temporary directory.
 pub const SPILL_DIR_PREFIX: &str = "pimcp-output-";
 
+/// The start time of process `pid` (clock ticks after boot, field 22 of `/proc/PID/stat`); `None` when there is
+/// no such process.
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces: count fields after the last `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The owner a spill directory's name records: `pimcp-output-<pid>-<start>-<random>`.
+fn spill_owner(name: &str) -> Option<(u32, u64)> {
+    let mut parts = name.strip_prefix(SPILL_DIR_PREFIX)?.splitn(3, '-');
+    let pid = parts.next()?.parse().ok()?;
+    let start = parts.next()?.parse().ok()?;
+    parts.next()?;
+    Some((pid, start))
+}
+
+/// Removes the spill directories in `parent` whose owning process is gone and whose owner (uid) is that of `ours`,
+/// the directory just created. Directories without an owner in their name, symlinks and files are left alone.
+fn sweep_orphans(parent: &Path, ours: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(uid) = fs::symlink_metadata(ours).map(|m| m.uid()) else {
+        return;
+    };
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some((pid, start)) = name.to_str().and_then(spill_owner) else {
+            continue;
+        };
+        let path = entry.path();
+        let owned_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if path == ours || !owned_dir || process_start(pid) == Some(start) {
+            continue;
+        }
+        match fs::remove_dir_all(&path) {
+            Ok(()) => {
+                tracing::debug!(path = %path.display(), pid, "removed the spill directory of a process that is gone")
+            }
+            Err(e) => tracing::debug!(path = %path.display(), error = %e, "could not remove a stale spill directory"),
+        }
+    }
+}
+
 /// A private directory of spill files, removed (with its files) on drop.
 ///
 /// Writes are serialized internally, so one value can be shared by concurrent calls.
@@ -48,9 +95,18 @@ impl SpillDir {
     }
 
     /// A spill directory under `parent` whose files never total more than `budget_bytes`.
+    ///
+    /// Its name carries this process's pid and start time (`pimcp-output-<pid>-<start>-<random>`). A process that
+    /// was killed never removes its directory, so each new one sweeps the spill directories in `parent` whose
+    /// owner is gone (no such pid, or a pid reused by a process that started at another time) and that belong to
+    /// the same user.
     pub fn new_in(parent: &Path, budget_bytes: u64) -> Result<SpillDir> {
         let mut builder = tempfile::Builder::new();
-        builder.prefix(SPILL_DIR_PREFIX);
+        let prefix = match process_start(std::process::id()) {
+            Some(start) => format!("{SPILL_DIR_PREFIX}{}-{start}-", std::process::id()),
+            None => SPILL_DIR_PREFIX.to_string(),
+        };
+        builder.prefix(&prefix);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -61,6 +117,7 @@ impl SpillDir {
             path: parent.to_path_buf(),
             source,
         })?;
+        sweep_orphans(parent, dir.path());
         Ok(SpillDir {
             dir,
             budget_bytes,
@@ -481,6 +538,47 @@ mod tests {
             ("é", "🙂"),
             "a 4-byte head keeps `é` (2 bytes) but not `漢` (3 more)"
         );
+    }
+
+    #[test]
+    fn a_new_spill_dir_sweeps_those_of_processes_that_are_gone_and_keeps_the_living() {
+        let parent = tempfile::tempdir().unwrap();
+        let make = |name: &str| {
+            let dir = parent.path().join(name);
+            fs::create_dir(&dir).unwrap();
+            fs::write(dir.join("output-1.txt"), "spilled").unwrap();
+            dir
+        };
+        // A process that is gone: a child that has exited and been reaped.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let of_dead = make(&format!("{SPILL_DIR_PREFIX}{dead}-12345-abc"));
+        // This pid, but another start time: the pid was reused.
+        let me = std::process::id();
+        let start = process_start(me).unwrap();
+        let reused = make(&format!("{SPILL_DIR_PREFIX}{me}-{}-abc", start + 1));
+        // Living owners: this process (another SpillDir of it) and a running child.
+        let mut sleeper = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+        let living = make(&format!(
+            "{SPILL_DIR_PREFIX}{}-{}-abc",
+            sleeper.id(),
+            process_start(sleeper.id()).unwrap()
+        ));
+        let sibling = SpillDir::new_in(parent.path(), DEFAULT_SPILL_BUDGET_BYTES).unwrap();
+        // Not ours to judge: no owner in the name, or not a directory.
+        let unnamed = make(&format!("{SPILL_DIR_PREFIX}Xy12ab"));
+        let file = parent.path().join(format!("{SPILL_DIR_PREFIX}{dead}-1-abc"));
+        fs::write(&file, "").unwrap();
+
+        let spill = SpillDir::new_in(parent.path(), DEFAULT_SPILL_BUDGET_BYTES).unwrap();
+        let name = spill.path().file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(spill_owner(&name), Some((me, start)), "{name}");
+        assert!(!of_dead.exists(), "the directory of a process that is gone is removed");
+        assert!(!reused.exists(), "a reused pid does not keep a dead owner's directory");
+        assert!(living.exists() && sibling.path().exists() && unnamed.exists() && file.exists());
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
     }
 
     #[test]

@@ -209,3 +209,63 @@ async fn pimcp_run_exits_on_sigterm_and_leaves_no_child() {
 async fn pimcp_run_exits_on_sigint_and_leaves_no_child() {
     exits_on("-INT").await;
 }
+
+/// The spill directory of a SIGKILLed pimcp-run stays in `$TMPDIR` (nothing can remove it); the next start sweeps it.
+#[test]
+fn the_spill_directory_of_a_killed_pimcp_run_is_swept_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let config = dir.path().join("mcp.json");
+    std::fs::write(&config, r#"{"mcpServers": {}}"#).unwrap();
+    let spill_dirs = || -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("pimcp-output-"))
+            .collect();
+        found.sort();
+        found
+    };
+    let start = || {
+        std::process::Command::new(pimcp_run())
+            .arg("--config")
+            .arg(&config)
+            .current_dir(dir.path())
+            .env("HOME", dir.path())
+            .env("TMPDIR", &tmp)
+            .env("PIMCP_DATA_DIR", dir.path().join("data"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let mut first = start();
+    while spill_dirs().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = spill_dirs();
+    assert_eq!(left.len(), 1, "pimcp-run made its spill directory: {left:?}");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(left[0].exists(), "SIGKILL leaves the directory behind");
+
+    let mut second = start();
+    while left[0].exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !left[0].exists(),
+        "the next start swept the dead process's spill directory"
+    );
+    drop(second.stdin.take());
+    assert!(second.wait().unwrap().success());
+    assert_eq!(
+        spill_dirs(),
+        Vec::<PathBuf>::new(),
+        "a clean exit removes its own directory"
+    );
+}
