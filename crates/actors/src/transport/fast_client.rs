@@ -12,12 +12,18 @@
 //! passed up either. Everything else goes to rmcp unchanged. A response to a fast id nobody waits for (the call was
 //! cancelled or timed out) is dropped.
 //!
+//! The wrapper also keeps the ids of rmcp's own requests in flight (recorded as rmcp sends them, forgotten when their
+//! answer comes or rmcp cancels them): a response or error whose id matches no request of either kind is stray output
+//! of the server, dropped with a warning naming the server, before and after the handshake alike. (rmcp's handshake
+//! would fail on it with `ConflictInitResponseId` or `UncorrelatedErrorResponse`; its service loop drops it without a
+//! word.) An error without an id still goes to rmcp, which takes it for the answer to its request.
+//!
 //! When the stream ends, every waiting fast request learns that the connection closed, and later ones are refused;
 //! at close, the wrapper first sends `notifications/cancelled` for every fast request still waiting, as
 //! `CancelOnClose` does for rmcp's.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +49,9 @@ pub(crate) const FIRST_FAST_ID: u64 = 1 << 32;
 const FAST_ID_END: u64 = 1 << 53;
 /// The `reason` of the cancellations sent at close.
 const CLOSE_REASON: &str = "the client is closing the connection";
+/// The most ids of rmcp's requests kept as in flight. rmcp forgets a request whose caller gave up without cancelling
+/// it; past this many, the oldest (lowest) id is forgotten too, so the set stays bounded.
+const RMCP_IN_FLIGHT_MAX: usize = 4096;
 
 /// Writing one line. It owns what it needs: a caller that stops waiting for it must not drop it half-way (that
 /// would leave half a line on the stream), so it hands it to [`finish_write`] instead.
@@ -74,6 +83,26 @@ struct Shared {
     sink: Box<dyn LineSink>,
     next_id: AtomicU64,
     pending: Mutex<Pending>,
+    /// The ids of rmcp's requests in flight on this connection.
+    rmcp: Mutex<BTreeSet<IdKey>>,
+    /// The server's name, for the log lines of stray output.
+    server: Arc<str>,
+}
+
+/// A request id as responses match it: rmcp accepts the numeric string `"5"` as the answer to request `5`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum IdKey {
+    Number(i64),
+    String(String),
+}
+
+impl IdKey {
+    fn of(id: &NumberOrString) -> IdKey {
+        match id {
+            NumberOrString::Number(n) => IdKey::Number(*n),
+            NumberOrString::String(s) => s.parse().map_or_else(|_| IdKey::String(s.to_string()), IdKey::Number),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -104,6 +133,50 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     fn pending(&self) -> MutexGuard<'_, Pending> {
         lock(&self.pending)
+    }
+
+    /// Notes what rmcp sends: a request's id is in flight from now on, a cancellation ends the wait for one.
+    fn sent_by_rmcp(&self, message: &ClientJsonRpcMessage) {
+        match message {
+            JsonRpcMessage::Request(r) => {
+                let mut rmcp = lock(&self.rmcp);
+                rmcp.insert(IdKey::of(&r.id));
+                if rmcp.len() > RMCP_IN_FLIGHT_MAX {
+                    rmcp.pop_first();
+                }
+            }
+            JsonRpcMessage::Notification(n) => {
+                if let ClientNotification::CancelledNotification(c) = &n.notification
+                    && let Some(id) = &c.params.request_id
+                {
+                    lock(&self.rmcp).remove(&IdKey::of(id));
+                }
+            }
+            JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {}
+        }
+    }
+
+    /// Whether `message`, a response or error to none of our fast ids, answers a request of rmcp's in flight (which
+    /// it then no longer is). Other messages, and errors without an id, are rmcp's.
+    fn is_rmcp_answer(&self, message: &ServerJsonRpcMessage) -> bool {
+        let id = match message {
+            JsonRpcMessage::Response(r) => &r.id,
+            JsonRpcMessage::Error(e) => match &e.id {
+                Some(id) => id,
+                None => return true,
+            },
+            JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => return true,
+        };
+        if lock(&self.rmcp).remove(&IdKey::of(id)) {
+            return true;
+        }
+        let kind = if matches!(message, JsonRpcMessage::Error(_)) {
+            "error"
+        } else {
+            "response"
+        };
+        tracing::warn!(server = %self.server, kind, "dropping a response from the server whose id matches no request");
+        false
     }
 
     /// Takes `message` when it belongs to a fast request (delivered, or dropped when nobody waits for it); gives it
@@ -190,8 +263,9 @@ pub(crate) struct FastLink {
     shared: Arc<Shared>,
 }
 
-/// Puts a [`FastClient`] around `inner`, writing fast requests with `writer` (from the same [`super::LineTransport`]).
-pub(crate) fn fast_client<T, W>(inner: T, writer: LineWriter<W>) -> (FastClient<T>, FastLink)
+/// Puts a [`FastClient`] around `inner`, the connection to `server`, writing fast requests with `writer` (from the
+/// same [`super::LineTransport`]).
+pub(crate) fn fast_client<T, W>(inner: T, writer: LineWriter<W>, server: &str) -> (FastClient<T>, FastLink)
 where
     W: AsyncWrite + Send + Unpin + 'static,
 {
@@ -199,6 +273,8 @@ where
         sink: Box::new(writer),
         next_id: AtomicU64::new(FIRST_FAST_ID),
         pending: Mutex::default(),
+        rmcp: Mutex::default(),
+        server: server.into(),
     });
     (
         FastClient {
@@ -488,6 +564,8 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for FastClient<T> {
     }
 
     fn send(&mut self, item: ClientJsonRpcMessage) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        // Before the write: the answer may come before the write's future is polled again.
+        self.shared.sent_by_rmcp(&item);
         self.inner.send(item)
     }
 
@@ -497,7 +575,9 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for FastClient<T> {
                 self.shared.close_all();
                 return None;
             };
-            if let Some(message) = self.shared.claim(message) {
+            if let Some(message) = self.shared.claim(message)
+                && self.shared.is_rmcp_answer(&message)
+            {
                 return Some(message);
             }
         }
@@ -557,7 +637,7 @@ mod tests {
         responses.insert("r1".into(), json!({"roots": []}));
         for meta in [RequestMetaObject::default(), stateless_meta()] {
             let lines = LineTransport::<RoleClient, _, _>::new(tokio::io::empty(), tokio::io::sink());
-            let (_client, link) = fast_client((), lines.writer());
+            let (_client, link) = fast_client((), lines.writer(), "fx");
             let calls = link.ready(meta.clone());
             let asks = [
                 FastAsk::ToolCall {
@@ -624,7 +704,7 @@ mod tests {
         let (from_client, write) = tokio::io::duplex(64 * 1024);
         let lines = LineTransport::<RoleClient, _, _>::new(read, write);
         let writer = lines.writer();
-        let (client, link) = fast_client(lines, writer);
+        let (client, link) = fast_client(lines, writer, "fx");
         Rig {
             client,
             calls: link.ready(meta),
@@ -686,9 +766,14 @@ mod tests {
         assert_eq!(sent_b["id"], json!(FIRST_FAST_ID + 1));
         assert_eq!(sent_ping["id"], json!(u32::MAX), "{sent_ping}");
 
-        // Out of order, with rmcp's traffic and strays in between.
+        // Out of order, with rmcp's traffic and strays in between: answers to ids nobody asked for (rmcp's range,
+        // strings, a second answer to one request) never reach rmcp.
         rig.write_line(result(json!(FIRST_FAST_ID + 1), "B")).await;
-        rig.write_line(result(json!(7), "rmcp's")).await;
+        rig.write_line(result(json!(7), "stray")).await;
+        rig.write_line(json!({"jsonrpc": "2.0", "id": 8, "error": {"code": -32603, "message": "stray"}}))
+            .await;
+        rig.write_line(result(json!(u32::MAX.to_string()), "rmcp's")).await;
+        rig.write_line(result(json!(u32::MAX), "again")).await;
         rig.write_line(result(json!(FIRST_FAST_ID + 99), "nobody's")).await;
         rig.write_line(json!({"jsonrpc": "2.0", "method": "notifications/progress",
             "params": {"progressToken": FIRST_FAST_ID, "progress": 1}}))
@@ -699,10 +784,12 @@ mod tests {
         rig.write_line(json!({"jsonrpc": "2.0", "id": FIRST_FAST_ID, "error": {"code": -32602, "message": "bad"}}))
             .await;
         rig.write_line(json!({"jsonrpc": "2.0", "id": "x", "result": {}})).await;
+        rig.write_line(json!({"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}}))
+            .await;
 
         let got = rig.client.receive().await.unwrap();
         assert!(
-            matches!(got, JsonRpcMessage::Response(ref r) if r.id == RequestId::Number(7)),
+            matches!(got, JsonRpcMessage::Response(ref r) if r.id == RequestId::String(u32::MAX.to_string().into())),
             "{got:?}"
         );
         let got = rig.client.receive().await.unwrap();
@@ -714,10 +801,7 @@ mod tests {
         // The fast progress (read before the token-3 one) has reached `a`; its error is not read yet.
         assert!(matches!(a.next().await, FastEvent::Progress));
         let got = rig.client.receive().await.unwrap();
-        assert!(
-            matches!(got, JsonRpcMessage::Response(ref r) if r.id == RequestId::String("x".into())),
-            "{got:?}"
-        );
+        assert!(matches!(got, JsonRpcMessage::Error(ref e) if e.id.is_none()), "{got:?}");
         match b.next().await {
             FastEvent::Answer(JsonRpcMessage::Response(r)) => assert_eq!(r.id, b.request_id()),
             other => panic!("{other:?}"),
@@ -779,6 +863,39 @@ mod tests {
         let _ = rig.read_line().await;
         let id = r.id();
         (rig, id, r)
+    }
+
+    /// A request rmcp cancelled is no longer in flight: a late answer to it is dropped, while the answer to a
+    /// request still in flight reaches rmcp, once.
+    #[tokio::test]
+    async fn answers_to_requests_rmcp_cancelled_are_dropped() {
+        let mut rig = rig(RequestMetaObject::default());
+        for id in [3, 4] {
+            let ping = ClientJsonRpcMessage::request(
+                ClientRequest::PingRequest(rmcp::model::PingRequest::default()),
+                RequestId::Number(id),
+            );
+            rig.client.send(ping).await.unwrap();
+        }
+        rig.client.send(cancellation_of(3)).await.unwrap();
+        rig.write_line(result(json!(3), "late")).await;
+        rig.write_line(result(json!(4), "answer")).await;
+        rig.write_line(result(json!(4), "twice")).await;
+        rig.write_line(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+            .await;
+        let got = rig.client.receive().await.unwrap();
+        assert!(
+            matches!(got, JsonRpcMessage::Response(ref r) if r.id == RequestId::Number(4)),
+            "{got:?}"
+        );
+        let got = rig.client.receive().await.unwrap();
+        assert!(matches!(got, JsonRpcMessage::Notification(_)), "{got:?}");
+    }
+
+    fn cancellation_of(id: i64) -> ClientJsonRpcMessage {
+        let notification =
+            CancelledNotification::new(CancelledNotificationParam::new(Some(RequestId::Number(id)), None));
+        ClientJsonRpcMessage::notification(ClientNotification::CancelledNotification(notification))
     }
 
     #[test]

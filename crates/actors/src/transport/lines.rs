@@ -14,7 +14,10 @@
 //! Framing follows rmcp's stream transport: lines up to 16 MiB (longer ones are discarded with an error log; on the
 //! client side an over-long answer to one of our requests fails that request at once, see `oversized`),
 //! `\r\n` accepted, a UTF-8 BOM ignored, blank lines skipped, unparsable lines ignored, and a line that parses as
-//! JSON but is not a valid message answered with an `Invalid request` error. A notification this side cannot decode
+//! JSON but is not a valid message answered with an `Invalid request` error — except on the client side, where only
+//! a line shaped like a request (`method` and `id`) is answered: anything else a server writes that is not a message
+//! (a JSON-RPC batch, a response of an unknown shape, a bare value) is dropped with a warning naming the server
+//! ([`LineTransport::named`]) and never its content. A notification this side cannot decode
 //! is ignored (rmcp ignores the non-standard ones and answers the others with that error, which JSON-RPC forbids for
 //! notifications). A host-facing reader built with `rejecting` answers every line that yields no message (an
 //! over-long one as soon as it is seen, without reading the rest into memory) with what its hook says instead.
@@ -71,6 +74,8 @@ pub struct LineTransport<Role, R, W> {
     reject: Option<Reject>,
     /// The answer [`Self::reject`] gave, written before reading on.
     owed: Option<Vec<u8>>,
+    /// The peer's name for log lines (a server's, on the client side), if given.
+    peer: Option<Arc<str>>,
     _role: PhantomData<fn() -> Role>,
 }
 
@@ -97,8 +102,15 @@ where
             owe_error: false,
             reject: None,
             owed: None,
+            peer: None,
             _role: PhantomData,
         }
+    }
+
+    /// Names the peer in the log lines about what it sent (a server's name, on the client side).
+    pub fn named(mut self, peer: &str) -> Self {
+        self.peer = Some(peer.into());
+        self
     }
 
     /// Answers every line that yields no message (unparsable, not a valid message, longer than the limit) with what
@@ -253,6 +265,12 @@ fn decode_general<Role: ServiceRole>(line: &[u8]) -> Result<RxJsonRpcMessage<Rol
     }
 }
 
+/// Whether `line` is a JSON object with both `method` and `id`: a request, if a malformed one.
+fn is_request_shaped(line: &[u8]) -> bool {
+    let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
+    serde_json::from_slice::<Shape<'_>>(line).is_ok_and(|s| s.method.is_some() && s.id)
+}
+
 /// See [`LineTransport::writer`].
 pub struct LineWriter<W> {
     write: Arc<tokio::sync::Mutex<Option<W>>>,
@@ -359,11 +377,27 @@ where
                 self.owed = reject(Some((&self.line, &skip)));
                 continue;
             }
+            let peer = self.peer.as_deref().unwrap_or("");
             match skip {
-                Skip::Unparsable(e) => tracing::debug!(error = %e, "ignoring unparsable incoming message"),
-                Skip::UnknownNotification(e) => tracing::debug!(error = %e, "ignoring unknown notification"),
+                Skip::Unparsable(e) => tracing::debug!(peer, error = %e, "ignoring unparsable incoming message"),
+                Skip::UnknownNotification(e) => tracing::debug!(peer, error = %e, "ignoring unknown notification"),
+                // A server's output that is not a message asks nothing of us: answering it could only confuse a
+                // server still waiting for `initialize`. (The decode error may quote the line: not logged.)
+                Skip::Invalid(_) if Role::IS_CLIENT && !is_request_shaped(&self.line) => {
+                    let kind = if self.line.first() == Some(&b'[') {
+                        "batch"
+                    } else {
+                        "not a message"
+                    };
+                    tracing::warn!(
+                        server = peer,
+                        kind,
+                        bytes = self.line.len(),
+                        "dropping a line from the server that is not a valid JSON-RPC message"
+                    );
+                }
                 Skip::Invalid(e) => {
-                    tracing::debug!(error = %e, "protocol error on incoming message");
+                    tracing::debug!(peer, error = %e, "protocol error on incoming message");
                     self.owe_error = true;
                 }
             }
@@ -891,16 +925,21 @@ mod tests {
             serde_json::from_str(r#"{"jsonrpc":"2.0","id":5,"result":{"content":[]}}"#).unwrap();
         assert_eq!(format!("{got:?}"), format!("{expected:?}"));
 
-        // Valid JSON, not a message: answered, then the next message comes through.
+        // Valid JSON from a server, not a message (a batch, an object without `method`): dropped unanswered, and
+        // the next message comes through.
         their_w
-            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":6}\n{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n")
+            .write_all(
+                b"[{\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}}]\n{\"jsonrpc\":\"2.0\",\"id\":6}\n[]\n42\n\
+                  {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n",
+            )
             .await
             .unwrap();
         let got = t.receive().await.unwrap();
         assert!(matches!(got, JsonRpcMessage::Response(ref r) if r.id == rmcp::model::RequestId::Number(7)));
+        Transport::<RoleClient>::send(&mut t, request.clone()).await.unwrap();
         let n = their_r.read(&mut buf).await.unwrap();
-        let answer: serde_json::Value = serde_json::from_slice(&buf[..n]).unwrap();
-        assert_eq!(answer["error"]["message"], "Invalid request", "{answer}");
+        let next: serde_json::Value = serde_json::from_slice(&buf[..n]).unwrap();
+        assert_eq!(next["method"], "ping", "only our own message was written: {next}");
 
         // An oversized line is dropped whole; the one after it is read.
         let big = vec![b'x'; MAX_LINE_LENGTH + 10];
@@ -926,6 +965,24 @@ mod tests {
         drop(their_w);
         assert!(t.receive().await.is_none());
     }
+    /// The server side still answers a line that is JSON but not a valid message with `Invalid request`.
+    #[tokio::test]
+    async fn a_server_answers_an_invalid_message() {
+        let (r, mut their_w) = tokio::io::duplex(64 * 1024);
+        let (mut their_r, w) = tokio::io::duplex(64 * 1024);
+        let mut t = LineTransport::<RoleServer, _, _>::new(r, w);
+        their_w
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":6}\n{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}\n")
+            .await
+            .unwrap();
+        let got = t.receive().await.unwrap();
+        assert!(matches!(got, JsonRpcMessage::Request(ref r) if r.id == rmcp::model::RequestId::Number(7)));
+        let mut buf = vec![0u8; 4096];
+        let n = their_r.read(&mut buf).await.unwrap();
+        let answer: serde_json::Value = serde_json::from_slice(&buf[..n]).unwrap();
+        assert_eq!(answer["error"]["message"], "Invalid request", "{answer}");
+    }
+
     /// The writer handle shares the transport's stream: its lines and the transport's own sends arrive whole and in
     /// order, and after `close` it fails with `NotConnected` too.
     #[tokio::test]

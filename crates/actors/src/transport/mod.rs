@@ -6,6 +6,7 @@
 //! [`ConnectError`] that says what happened, never a secret). Closing is [`Connection::close`], bounded.
 
 mod cancel_on_close;
+mod child_pipes;
 mod error;
 mod fast_client;
 mod fast_decode;

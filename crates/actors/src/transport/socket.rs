@@ -43,9 +43,9 @@ pub(super) async fn connect<H: ClientHandler>(
             }
         })?;
     let (read, write) = stream.into_split();
-    let lines = super::LineTransport::<rmcp::RoleClient, _, _>::new(read, write);
+    let lines = super::LineTransport::<rmcp::RoleClient, _, _>::new(read, write).named(&name);
     let writer = lines.writer();
-    let (lines, fast) = fast_client(lines, writer);
+    let (lines, fast) = fast_client(lines, writer, &name);
     let lifecycle = handshake::lifecycle(spec.server.protocol, spec.era_hint);
     let client = handshake::bounded(
         deadline,

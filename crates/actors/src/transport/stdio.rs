@@ -1,5 +1,6 @@
 //! stdio transport: prepare the child's environment (secrets, cwd, npx), spawn it in its own process group behind
-//! the guardian shim, and run the handshake over its stdin/stdout while watching for an early exit.
+//! the guardian shim, and run the handshake over its stdin/stdout (bound to the child's life, see `child_pipes`)
+//! while watching for an early exit.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -180,9 +181,11 @@ async fn attempt<H: ClientHandler>(
     let shimmed = child.is_shimmed();
     tracing::debug!(server = %name, pid, shimmed, "spawned stdio server");
 
-    let lines = super::LineTransport::<rmcp::RoleClient, _, _>::new(spawned.stdout, spawned.stdin);
+    // Bound to the child's life: the stream ends when it exits, whoever else holds its stdout.
+    let (stdout, stdin) = super::child_pipes::bind(&name, pid, spawned.stdout, spawned.stdin);
+    let lines = super::LineTransport::<rmcp::RoleClient, _, _>::new(stdout, stdin).named(&name);
     let writer = lines.writer();
-    let (lines, fast) = fast_client(lines, writer);
+    let (lines, fast) = fast_client(lines, writer, &name);
     // Outside the trace, so the cancellations sent at close are traced too.
     let transport = CancelOnClose::new(crate::trace::traced(lines, spec.trace.as_ref(), TransportKind::Stdio));
     // The handshake runs as a task of its own: its polls (rmcp's `serve_inner` alone has a 64 KB frame) start at the

@@ -681,3 +681,107 @@ async fn an_answer_over_the_line_limit_fails_at_once_and_the_connection_stays_us
     );
     h.rt.shutdown(Duration::from_secs(10)).await;
 }
+
+/// A stray line on a server's stdout before its `initialize` answer (a response or error whose id matches no
+/// request, a JSON-RPC batch, text that is not JSON) is dropped: the server connects and its tools answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stray_stdout_before_initialize_is_dropped_and_the_server_connects() {
+    let kinds = ["unknown-id-response", "unknown-id-error", "array", "garbage"];
+    let mut servers = serde_json::Map::new();
+    for (i, kind) in kinds.iter().enumerate() {
+        servers.insert(format!("s{i}"), stdio(&["--stray-stdout", kind]));
+    }
+    let h = start(json!({ "mcpServers": servers })).await;
+    let mut failed = Vec::new();
+    for (i, kind) in kinds.iter().enumerate() {
+        let tool = format!("s{i}_echo");
+        let call = h.rt.call(&tool, args(json!({"text": kind})), CallOptions::default());
+        match tokio::time::timeout(Duration::from_secs(30), call).await {
+            Ok(Ok(out)) => {
+                assert_eq!(out.text(), *kind);
+                assert_eq!(state_of(&h.rt, &format!("s{i}")), ServerState::Ready, "{kind}");
+            }
+            Ok(Err(e)) => failed.push(format!("{kind}: {e}")),
+            Err(_) => failed.push(format!("{kind}: the call timed out")),
+        }
+    }
+    h.rt.shutdown(Duration::from_secs(10)).await;
+    assert!(failed.is_empty(), "servers with a stray line failed: {failed:#?}");
+}
+
+/// SIGKILL of the guardian shim of a server whose grandchild holds the protocol stdout (so the stream never ends by
+/// itself, and the server's stdin has no reader left): the death is noticed, the server restarts, the next call
+/// succeeds, and nothing of the old generation is left (the shim is reaped, the grandchild killed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_guardian_shim_is_noticed_and_the_server_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("fx.pid");
+    let gc_file = dir.path().join("fx.gc");
+    let config = json!({"mcpServers": {"fx": {"command": fixture(), "args": [
+        "--pid-file", pid_file.to_str().unwrap(),
+        "--spawn-grandchild", gc_file.to_str().unwrap(),
+        "--grandchild-holds-stdout",
+    ], "toolTimeout": 60}}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    let mut events = rt.events();
+    let out = rt
+        .call("fx_echo", args(json!({"text": "one"})), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "one");
+    let shim = rt.status().server("fx").unwrap().pid.unwrap();
+    let server = read_pid(&pid_file).unwrap();
+    let grandchild = read_pid(&gc_file).unwrap();
+    assert_ne!(shim, server, "the server runs behind the guardian shim");
+    while events.try_recv().is_ok() {}
+
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &shim.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut errors = Vec::new();
+    loop {
+        let call = rt.call("fx_echo", args(json!({"text": "again"})), CallOptions::default());
+        match tokio::time::timeout(Duration::from_secs(10), call).await {
+            Ok(Ok(out)) => {
+                assert_eq!(out.text(), "again");
+                break;
+            }
+            Ok(Err(e)) => errors.push(e.to_string()),
+            Err(_) => errors.push("timed out".into()),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no call succeeded after the shim was killed: {errors:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let st = rt.status();
+    let s = st.server("fx").unwrap();
+    assert_eq!(s.state, ServerState::Ready);
+    assert_ne!(s.pid, Some(shim), "the server was not restarted");
+    let mut left_ready = false;
+    while let Ok(e) = events.try_recv() {
+        if let RuntimeEvent::State { server, state, .. } = e
+            && server == "fx"
+            && state != ServerState::Ready
+        {
+            left_ready = true;
+        }
+    }
+    assert!(left_ready, "the server never left `ready` after its shim died");
+    wait_until(
+        "the old shim reaped, its server and grandchild gone",
+        Duration::from_secs(15),
+        || [shim, server, grandchild].iter().all(|p| !pid_alive(*p)),
+    )
+    .await;
+    assert!(
+        !std::path::Path::new(&format!("/proc/{shim}")).exists(),
+        "the killed shim was never reaped"
+    );
+    rt.shutdown(Duration::from_secs(10)).await;
+}
