@@ -458,7 +458,12 @@ pub struct Config {
 }
 
 impl Config {
+    /// The server named `name`: a binary search over the name-sorted `servers` (the loader sorts them), with a
+    /// linear scan after a miss for a configuration built out of order.
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {
-        self.servers.iter().find(|s| s.name == name)
+        match self.servers.binary_search_by(|s| s.name.as_str().cmp(name)) {
+            Ok(i) => Some(&self.servers[i]),
+            Err(_) => self.servers.iter().find(|s| s.name == name),
+        }
     }
 }

@@ -1001,7 +1001,16 @@ impl Proxy {
         let error = if names.is_empty() {
             error.with_hint("No servers are configured.")
         } else {
-            error.with_hint(format!("Configured servers: {}.", names.join(", ")))
+            let shown: Vec<&str> = names.iter().take(crate::text::MAX_STATUS_LINES).copied().collect();
+            if names.len() > shown.len() {
+                error.with_hint(format!(
+                    "Configured servers ({}): {}, … (mcp({{search: \"words\"}}) finds tools on any).",
+                    names.len(),
+                    shown.join(", ")
+                ))
+            } else {
+                error.with_hint(format!("Configured servers: {}.", shown.join(", ")))
+            }
         };
         self.with_config_problems(error)
     }

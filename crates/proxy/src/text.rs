@@ -473,11 +473,7 @@ pub fn search_text(query: &SearchQuery, page: &SearchPage<'_>, skipped: &[Skippe
         }
     }
     if !skipped.is_empty() {
-        let list: Vec<String> = skipped
-            .iter()
-            .map(|s| format!("{} ({})", s.name, s.state.skip_reason()))
-            .collect();
-        out.push_str(&format!("\nNot searched: {}.", list.join(", ")));
+        out.push_str(&format!("\nNot searched: {}.", skipped_list(skipped)));
         if skipped.iter().any(|s| s.state == ServerState::Connecting) {
             out.push_str(" Servers still connecting may have matches; retry in a moment.");
         }
@@ -486,6 +482,39 @@ pub fn search_text(query: &SearchQuery, page: &SearchPage<'_>, skipped: &[Skippe
         }
     }
     out.trim_end().to_string()
+}
+
+/// Up to this many servers a search names each one it did not search, with its reason; beyond, it groups them by
+/// reason and names at most this many per reason.
+pub const MAX_LISTED_SKIPPED: usize = 20;
+
+fn skipped_list(skipped: &[SkippedServer]) -> String {
+    if skipped.len() <= MAX_LISTED_SKIPPED {
+        let list: Vec<String> = skipped
+            .iter()
+            .map(|s| format!("{} ({})", s.name, s.state.skip_reason()))
+            .collect();
+        return list.join(", ");
+    }
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for s in skipped {
+        let reason = s.state.skip_reason();
+        match groups.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, names)) => names.push(&s.name),
+            None => groups.push((reason, vec![&s.name])),
+        }
+    }
+    let parts: Vec<String> = groups
+        .iter()
+        .map(|(reason, names)| {
+            let mut shown: Vec<&str> = names.iter().take(MAX_LISTED_SKIPPED).copied().collect();
+            if names.len() > MAX_LISTED_SKIPPED {
+                shown.push("…");
+            }
+            format!("{} {reason} ({})", names.len(), shown.join(", "))
+        })
+        .collect();
+    format!("{} servers — {}", skipped.len(), parts.join("; "))
 }
 
 fn describe_query(query: &SearchQuery, page: &SearchPage<'_>) -> String {
@@ -664,6 +693,27 @@ mod tests {
         let text = config_problems_text(&problems).unwrap();
         assert!(text.len() < 2_500, "{} characters", text.len());
         assert!(text.ends_with("\n- … and 97 more"), "{text}");
+    }
+
+    #[test]
+    fn a_search_miss_over_ten_thousand_servers_groups_those_not_searched() {
+        let index = SearchIndex::build(vec![tool("a", "echo", "Echoes", json!({}))]);
+        let q = SearchQuery::new("zzz");
+        let page = index.search(&q).unwrap();
+        let mut skipped: Vec<SkippedServer> = (0..10_000)
+            .map(|i| SkippedServer {
+                name: format!("s{i:05}"),
+                state: ServerState::NotStarted,
+            })
+            .collect();
+        skipped[5].state = ServerState::NeedsAuth;
+        let text = search_text(&q, &page, &skipped);
+        assert!(text.len() < 1_000, "{} characters: {text}", text.len());
+        assert!(
+            text.contains("Not searched: 10000 servers — 9999 not started, nothing cached yet (s00000, s00001,"),
+            "{text}"
+        );
+        assert!(text.contains(", s00020, …); 1 needs auth (s00005)."), "{text}");
     }
 
     #[test]

@@ -263,3 +263,21 @@ async fn search_keywords_and_reconfigure() {
     assert_eq!(found.total, 0, "{}", found.text());
     env.shutdown().await;
 }
+
+/// A mistyped tool name with many servers that have no metadata yet starts a bounded number of them (it started
+/// every one: 750+ live children within a second), and the answer is the unknown-tool error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistyped_tool_starts_a_bounded_number_of_uncached_servers() {
+    let servers: serde_json::Map<String, serde_json::Value> = (0..40)
+        .map(|i| (format!("srv{i:02}"), stdio(&["--event-log", "{dir}/all.log"])))
+        .collect();
+    let env = start(json!({ "mcpServers": servers })).await;
+    let r = env.mcp(json!({ "tool": "ehco_louder", "args": {} })).await;
+    assert_error(&r, "unknown-tool");
+    let started = count_events(&env.path("all.log"), "start", None);
+    assert!(
+        (1..=pimcp_actors::MAX_DISCOVERY_STARTS).contains(&started),
+        "{started} servers started for one mistyped name"
+    );
+    env.shutdown().await;
+}
