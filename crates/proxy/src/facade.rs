@@ -404,7 +404,25 @@ impl Proxy {
         response
     }
 
+    /// Runs one request. pimcp's own texts (every mode but `call`, whose result the guard already cut) go through
+    /// the output guard too, so no answer outgrows it whatever the number of servers and tools.
     async fn dispatch(&self, request: ProxyRequest, ctx: &CallContext) -> ProxyResponse {
+        if matches!(request, ProxyRequest::Call { .. }) {
+            return self.dispatch_inner(request, ctx).await;
+        }
+        let mut response = self.dispatch_inner(request, ctx).await;
+        if let Some(limits) = self.config().settings.output_guard {
+            for block in &mut response.result.content {
+                if let ContentBlock::Text(text) = block {
+                    let full = std::mem::take(&mut text.text);
+                    text.text = crate::guard::guard_own_text(full, &limits, &self.inner.spill);
+                }
+            }
+        }
+        response
+    }
+
+    async fn dispatch_inner(&self, request: ProxyRequest, ctx: &CallContext) -> ProxyResponse {
         match request {
             ProxyRequest::AuthStart { server } => respond(self.auth_start(&server).await),
             ProxyRequest::AuthComplete { server, input } => respond(self.auth_complete(&server, &input).await),

@@ -255,6 +255,12 @@ pub fn apply_guard(rendered: Rendered, guard: Option<&OutputGuard>, spill: Optio
     }
 }
 
+/// The guard applied to one of pimcp's own texts (a status, list, search or describe answer): cut to `limits` like
+/// an upstream result, the full text saved to `spill`.
+pub(crate) fn guard_own_text(text: String, limits: &OutputGuard, spill: &SpillDir) -> String {
+    guard_text(text, limits, Some(spill), &mut GuardReport::default())
+}
+
 fn guard_text(text: String, limits: &OutputGuard, spill: Option<&SpillDir>, report: &mut GuardReport) -> String {
     let total_lines = count_lines(&text);
     if text.len() <= limits.max_bytes && total_lines <= limits.max_lines {

@@ -281,3 +281,27 @@ async fn a_mistyped_tool_starts_a_bounded_number_of_uncached_servers() {
     );
     env.shutdown().await;
 }
+
+/// pimcp's own texts go through the output guard like upstream results: a list longer than the limit is cut and
+/// saved in full to a spill file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_output_guard_applies_to_pimcps_own_texts() {
+    let env = start(json!({
+        "settings": { "outputGuard": { "maxBytes": 400, "maxLines": 2000 } },
+        "mcpServers": { "fx": stdio(&[]) },
+    }))
+    .await;
+    let r = env.mcp(json!({ "server": "fx" })).await;
+    assert_ok(&r);
+    let text = r.text();
+    assert!(text.len() < 1_000, "{} characters: {text}", text.len());
+    assert!(text.contains("full output: "), "{text}");
+    let spilled = text.split("full output: ").nth(1).unwrap();
+    let path = spilled.split([' ', ';', '\n', ']']).next().unwrap();
+    let full = std::fs::read_to_string(path).unwrap();
+    assert!(
+        full.contains("fx_read_logo_png"),
+        "the spill file holds the whole list: {full}"
+    );
+    env.shutdown().await;
+}
