@@ -62,6 +62,9 @@ pub struct OAuthClientOptions {
     pub private_key_pem: Option<Secret>,
     /// The HTTP client; `None` builds one with [`OAuthHttp::new`].
     pub http: Option<OAuthHttp>,
+    /// The guardian the `!command` secrets this client resolves itself (`identityAssertion.idToken`,
+    /// `idpClientSecret`) run behind (see [`pimcp_config::ResolveOptions::guardian`]).
+    pub secret_guardian: Option<Vec<std::ffi::OsString>>,
 }
 
 impl fmt::Debug for OAuthClientOptions {
@@ -85,6 +88,7 @@ impl OAuthClientOptions {
             client_secret: None,
             private_key_pem: None,
             http: None,
+            secret_guardian: None,
         }
     }
 }
@@ -135,6 +139,7 @@ struct Inner {
     client_secret: Option<Secret>,
     private_key_pem: Option<Secret>,
     http: OAuthHttp,
+    secret_guardian: Option<Vec<std::ffi::OsString>>,
     pending: Mutex<HashMap<String, PendingFlow>>,
     attempts: AtomicU32,
 }
@@ -245,6 +250,7 @@ impl OAuthClient {
                 client_secret: options.client_secret,
                 private_key_pem: options.private_key_pem,
                 http,
+                secret_guardian: options.secret_guardian,
                 pending: Mutex::new(HashMap::new()),
                 attempts: AtomicU32::new(0),
             }),
@@ -727,11 +733,14 @@ impl OAuthClient {
             reason: "the authorization server has no issuer identifier to name as the ID-JAG audience".into(),
         })?;
         let idp_endpoint = self.idp_token_endpoint(&ia).await?;
-        let id_token = resolve_secret(id_token_value, "oauth.identityAssertion.idToken", &self.inner.server).await?;
+        let id_token = self
+            .resolve_secret(id_token_value, "oauth.identityAssertion.idToken")
+            .await?;
         let idp_secret = match ia.idp_client_secret.clone() {
-            Some(value) => {
-                Some(resolve_secret(value, "oauth.identityAssertion.idpClientSecret", &self.inner.server).await?)
-            }
+            Some(value) => Some(
+                self.resolve_secret(value, "oauth.identityAssertion.idpClientSecret")
+                    .await?,
+            ),
             None => None,
         };
         let scope = self.machine_scope(&discovered);
@@ -1254,17 +1263,36 @@ impl OAuthClient {
     }
 }
 
-/// Resolve a `!command` / literal secret off the async threads; the error names the field, never the value.
-async fn resolve_secret(value: pimcp_config::SecretValue, field: &'static str, server: &str) -> Result<Secret> {
-    let resolved = tokio::task::spawn_blocking(move || value.resolve(field))
-        .await
-        .map_err(|e| Error::Task {
-            reason: format!("resolving {field}: {e}"),
-        })?;
-    resolved.map_err(|e| Error::Config {
-        server: server.to_string(),
-        reason: e.to_string(),
-    })
+impl OAuthClient {
+    /// Resolves a `!command` / literal secret off the async threads, behind the client's guardian; dropping the
+    /// future kills a running command's process group. The error names the field, never the value.
+    async fn resolve_secret(&self, value: pimcp_config::SecretValue, field: &'static str) -> Result<Secret> {
+        let cancel = CancelOnDrop(Arc::new(std::sync::atomic::AtomicBool::new(false)));
+        let options = pimcp_config::ResolveOptions {
+            guardian: self.inner.secret_guardian.clone(),
+            cancel: Some(cancel.0.clone()),
+            ..pimcp_config::ResolveOptions::default()
+        };
+        let resolved = tokio::task::spawn_blocking(move || value.resolve_with(field, &options))
+            .await
+            .map_err(|e| Error::Task {
+                reason: format!("resolving {field}: {e}"),
+            })?;
+        drop(cancel);
+        resolved.map_err(|e| Error::Secret {
+            server: self.inner.server.clone(),
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// Stops a running `!command` when its resolution is dropped.
+struct CancelOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Append `offline_access` when the authorization server lists it and some scope is requested at all.

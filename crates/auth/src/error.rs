@@ -68,6 +68,11 @@ pub enum Error {
     #[error("server `{server}` still reports insufficient scope after {attempts} step-up authorizations")]
     StepUpExhausted { server: String, attempts: u32 },
 
+    /// A `!command` secret of the `oauth` section failed (exit code, timeout, empty output); retried on the next
+    /// connect, like a failed connect. Names the field, never the value.
+    #[error("server `{server}`: {reason}")]
+    Secret { server: String, reason: String },
+
     /// The configuration asks for something this client cannot do, or is inconsistent.
     #[error("oauth configuration of server `{server}`: {reason}")]
     Config { server: String, reason: String },

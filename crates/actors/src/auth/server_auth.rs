@@ -115,6 +115,15 @@ pub(crate) struct AuthCore {
 }
 
 impl AuthCore {
+    /// The runtime's process options (the guardian shim for `!command` secrets); defaults before the runtime is up.
+    pub(crate) fn process(&self) -> crate::process::ProcessOptions {
+        self.shared
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .map(|shared| shared.process.clone())
+            .unwrap_or_default()
+    }
+
     pub(crate) fn new(settings: &Settings, data_dir: &Path, options: AuthOptions) -> AuthCore {
         let http = match &options.http {
             Some(http) => Ok(http.clone()),
@@ -351,22 +360,35 @@ impl ServerAuth {
         }
     }
 
+    /// Resolves an `oauth` secret as connect-time secrets are (guardian, cancelled with the connect); a failure is
+    /// retried on the next connect with backoff, not a configuration error.
+    async fn resolve_secret(
+        &self,
+        field: &str,
+        value: &pimcp_config::SecretValue,
+        process: &crate::process::ProcessOptions,
+    ) -> Result<pimcp_config::Secret> {
+        match crate::transport::resolve_secret(&self.name, field.to_owned(), value, process).await {
+            Ok(text) => Ok(pimcp_config::Secret::new(text)),
+            Err(crate::transport::ConnectError::Secret { message, .. }) => Err(Error::Auth {
+                server: self.name.clone(),
+                message,
+            }),
+            Err(e) => Err(Error::Auth {
+                server: self.name.clone(),
+                message: e.to_string(),
+            }),
+        }
+    }
+
     /// The server's OAuth client, built on first use (resolving a `!command` client secret).
     async fn client(&self) -> Result<OAuthClient> {
         let built = self
             .client
             .get_or_try_init(|| async {
+                let process = self.core.process();
                 let secret = match &self.oauth.client_secret {
-                    Some(value) => {
-                        let value = value.clone();
-                        let resolved = tokio::task::spawn_blocking(move || value.resolve("oauth.clientSecret"))
-                            .await
-                            .map_err(|e| Error::actor(format!("resolving oauth.clientSecret: {e}")))?;
-                        Some(resolved.map_err(|e| Error::Config {
-                            server: self.name.clone(),
-                            message: e.to_string(),
-                        })?)
-                    }
+                    Some(value) => Some(self.resolve_secret("oauth.clientSecret", value, &process).await?),
                     None => None,
                 };
                 let http = self.core.http.clone().map_err(|reason| Error::Auth {
@@ -379,22 +401,14 @@ impl ServerAuth {
                     &self.oauth.client_private_key,
                 ) {
                     (Some(key), _) => Some(key.clone()),
-                    (None, Some(value)) => {
-                        let value = value.clone();
-                        let resolved = tokio::task::spawn_blocking(move || value.resolve("oauth.clientPrivateKey"))
-                            .await
-                            .map_err(|e| Error::actor(format!("resolving oauth.clientPrivateKey: {e}")))?;
-                        Some(resolved.map_err(|e| Error::Config {
-                            server: self.name.clone(),
-                            message: e.to_string(),
-                        })?)
-                    }
+                    (None, Some(value)) => Some(self.resolve_secret("oauth.clientPrivateKey", value, &process).await?),
                     (None, None) => None,
                 };
                 let mut options = OAuthClientOptions::new(self.name.clone(), self.key.url.clone(), self.oauth.clone());
                 options.client_secret = secret;
                 options.private_key_pem = private_key;
                 options.http = Some(http);
+                options.secret_guardian = crate::transport::secret_guardian(&process);
                 OAuthClient::new(options).map_err(|e| auth_error(&self.name, e))
             })
             .await;

@@ -38,6 +38,7 @@ pub(crate) use fast_client::{FastAsk, FastCalls, FastEvent, FastRequest, LineWri
 pub use lines::{FastDecode, LineTransport, LineWriter, MAX_LINE_LENGTH, Reject, Skip, decode_line};
 pub use probe::{ProbeFinding, probe_endpoint};
 pub use resume::SessionResume;
+pub(crate) use secrets::{resolve as resolve_secret, secret_guardian};
 
 use crate::process::{ChildProcess, ProcessOptions, ShutdownOutcome, StderrTail};
 

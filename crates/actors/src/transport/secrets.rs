@@ -57,13 +57,7 @@ pub(crate) async fn resolve(
             let ctx = context.clone();
             let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
             let options = ResolveOptions {
-                guardian: process.shim_executable().map(|shim| {
-                    vec![
-                        shim.into_os_string(),
-                        SHIM_ARG.into(),
-                        std::process::id().to_string().into(),
-                    ]
-                }),
+                guardian: secret_guardian(process),
                 cancel: Some(cancel.0.clone()),
                 ..ResolveOptions::default()
             };
@@ -82,6 +76,18 @@ pub(crate) async fn resolve(
             }
         }
     }
+}
+
+/// The guardian shim command line `!command` secrets run behind (`<shim> __pimcp_shim__ <pid>`), when there is a
+/// shim.
+pub(crate) fn secret_guardian(process: &ProcessOptions) -> Option<Vec<std::ffi::OsString>> {
+    process.shim_executable().map(|shim| {
+        vec![
+            shim.into_os_string(),
+            SHIM_ARG.into(),
+            std::process::id().to_string().into(),
+        ]
+    })
 }
 
 /// Stops a running `!command` when its resolution is dropped.

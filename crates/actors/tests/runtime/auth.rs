@@ -334,6 +334,49 @@ async fn client_credentials_connect_without_a_login() {
     assert_eq!(err.category(), ErrorCategory::Config, "{err}");
 }
 
+/// A `!command` client secret that fails (a locked password manager) is retried on a later call, not a
+/// configuration error until restart; the message names the field, never the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_oauth_secret_command_is_retried_on_the_next_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let fx = oauth_fixture(dir.path()).await;
+    let registered: Value = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{}/register", fx.port))
+        .json(&json!({
+            "redirect_uris": ["http://127.0.0.1/unused"],
+            "token_endpoint_auth_method": "client_secret_basic",
+            "grant_types": ["client_credentials"],
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let unlocked = dir.path().join("unlocked");
+    let secret = registered["client_secret"].as_str().unwrap();
+    let config = json!({"mcpServers": {"web": {
+        "url": fx.url(), "protocol": "legacy",
+        "oauth": {"grantType": "client_credentials", "clientId": registered["client_id"],
+                  "clientSecret": format!("!test -f '{}' && echo '{secret}'", unlocked.display())},
+    }}});
+    let store = Arc::new(MemoryStore::new());
+    let rt = Runtime::start(options(dir.path(), &config, &store)).await.unwrap();
+    let err = echo(&rt, "locked").await.unwrap_err();
+    assert!(err.to_string().contains("oauth.clientSecret"), "{err}");
+    assert!(!err.to_string().contains(secret), "{err}");
+    assert_ne!(state_of(&rt, "web"), ServerState::ConfigError, "{err}");
+    std::fs::write(&unlocked, "").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match echo(&rt, "unlocked").await {
+            Ok(text) => break assert_eq!(text, "unlocked"),
+            Err(e) => assert!(std::time::Instant::now() < deadline, "never retried: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn servers_without_oauth_never_open_a_store_and_refuse_logins() {
     let dir = tempfile::tempdir().unwrap();
