@@ -1210,6 +1210,11 @@ impl OAuthClient {
                     reason: "the response has an empty access token".into(),
                 });
             }
+            // Redacted from every log line and error from now on (an upstream may echo the token it got).
+            pimcp_config::remember_secret(&response.access_token);
+            if let Some(refresh) = &response.refresh_token {
+                pimcp_config::remember_secret(refresh);
+            }
             return Ok(response);
         }
         match serde_json::from_slice::<ErrorResponse>(&fetched.body) {
@@ -1279,6 +1284,9 @@ impl OAuthClient {
                 reason: format!("resolving {field}: {e}"),
             })?;
         drop(cancel);
+        if let Ok(secret) = &resolved {
+            pimcp_config::remember_secret(secret.expose());
+        }
         resolved.map_err(|e| Error::Secret {
             server: self.inner.server.clone(),
             reason: e.to_string(),

@@ -8,7 +8,9 @@
 //! Only pimcp's own spans are exported ([`EXPORTED_TARGETS`]): they carry metadata (server, tool, method, outcome,
 //! durations), never arguments, results, headers or tokens. Third-party spans are not: process-wrap's spawn span
 //! records the child's whole environment and rmcp logs whole messages at debug level. For the same reason the log
-//! filter always caps those crates ([`LOG_CAP`]), whatever `PIMCP_LOG` asks for.
+//! filter always caps those crates ([`LOG_CAP`]), whatever `PIMCP_LOG` asks for, and every log line passes
+//! through [`pimcp_config::redact_text`] on its way to stderr ([`RedactedStderr`]): an HTTP error quoting a URL
+//! with `?api_key=`, or an upstream's `WWW-Authenticate` echoing the token it was sent, is logged redacted.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -85,13 +87,52 @@ pub(crate) fn init() -> Telemetry {
     );
     let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(ansi)
-        .with_writer(std::io::stderr)
+        .with_writer(RedactedStderr)
         .with_target(false)
         .with_filter(log_filter(env("PIMCP_LOG").or_else(|| env("RUST_LOG")).as_deref()).and(log_cap()));
     // The OTel layer sits directly on the registry (its type says so); each layer has its own filter, so the
     // exporter sees pimcp's spans even when logs show only warnings.
     let _ = tracing_subscriber::registry().with(otel).with(fmt).try_init();
     Telemetry
+}
+
+/// The stderr log writer: each event is formatted into a buffer, redacted (secret values resolved in this process,
+/// URL query values and passwords, `Bearer`/`Basic` credentials) and written in one piece.
+struct RedactedStderr;
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for RedactedStderr {
+    type Writer = RedactedEvent;
+
+    fn make_writer(&'a self) -> RedactedEvent {
+        RedactedEvent(Vec::new())
+    }
+}
+
+/// One event's formatted text, written to stderr when dropped.
+struct RedactedEvent(Vec<u8>);
+
+impl std::io::Write for RedactedEvent {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for RedactedEvent {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            let text = String::from_utf8_lossy(&self.0);
+            // A closed stderr loses the line, never the process (see `output::write_stderr`).
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr().lock(),
+                pimcp_config::redact_text(&text).as_bytes(),
+            );
+        }
+    }
 }
 
 /// Flushes pending spans and stops the exporter (blocking, bounded by the OTLP timeout). Idempotent; a no-op

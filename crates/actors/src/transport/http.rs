@@ -43,6 +43,8 @@ pub(super) async fn resolve_auth(
     let name = &spec.server.name;
     let abort = |a: Abort| abort_error(spec, a);
     let mut redactor = Redactor::default();
+    // An API key in the URL (`?api_key=`) or a password in its user-info is a secret like a header value.
+    pimcp_config::remember_url_secrets(&http.url);
     let mut headers = HeaderMap::new();
     for (key, value) in &http.headers {
         let header = HeaderName::from_bytes(key.as_bytes()).map_err(|_| ConnectError::Config {

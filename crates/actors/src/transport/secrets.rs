@@ -20,6 +20,9 @@ impl Redactor {
     pub fn add(&mut self, value: &str) {
         if value.len() >= 3 && !self.values.iter().any(|v| v == value) {
             self.values.push(value.to_owned());
+            // The stderr log writer redacts with the process-wide set: whatever rmcp or reqwest logs about this
+            // connection is covered too.
+            pimcp_config::remember_secret(value);
         }
     }
 
@@ -27,6 +30,7 @@ impl Redactor {
         self.values.clone()
     }
 
+    /// `text` without any of these values, URL query values and passwords, or `Bearer`/`Basic` credentials.
     pub fn apply(&self, text: &str) -> String {
         let mut sorted: Vec<&String> = self.values.iter().collect();
         sorted.sort_by_key(|v| std::cmp::Reverse(v.len()));
@@ -36,7 +40,7 @@ impl Redactor {
                 out = out.replace(v.as_str(), "<redacted>");
             }
         }
-        out
+        pimcp_config::redact_text(&out).into_owned()
     }
 }
 

@@ -112,3 +112,97 @@ fn planted_secret_never_appears_in_any_output() {
     let disabled = std::fs::read_to_string(sb.project.join(".pi/mcp.json")).unwrap();
     assert!(!disabled.contains(SECRET), "disable copied a credential: {disabled}");
 }
+
+/// A loopback HTTP server that answers every request `401` with a `WWW-Authenticate` header echoing the
+/// `Authorization` header it received, as a careless (or hostile) server might. Returns its URL.
+fn echoing_401_server() -> String {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut auth = String::new();
+                let mut length = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let line = line.trim_end();
+                    if line.is_empty() {
+                        break;
+                    }
+                    if let Some((name, value)) = line.split_once(':') {
+                        match name.to_ascii_lowercase().as_str() {
+                            "authorization" => auth = value.trim().to_owned(),
+                            "content-length" => length = value.trim().parse().unwrap_or(0),
+                            _ => {}
+                        }
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = std::io::Read::read_exact(&mut reader, &mut body);
+                let echoed = format!("token {auth} rejected");
+                let answer = format!(
+                    "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"{echoed}\", error=\"invalid_token\", \
+                     error_description=\"{echoed}\"\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{echoed}",
+                    echoed.len()
+                );
+                let mut stream = stream;
+                let _ = stream.write_all(answer.as_bytes());
+            });
+        }
+    });
+    url
+}
+
+#[test]
+fn secrets_in_urls_and_echoed_auth_headers_never_reach_stderr_or_stdout() {
+    // A port nothing listens on: the connect is refused and reqwest's error names the URL, query included.
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let echo = echoing_401_server();
+    for level in [None, Some("trace")] {
+        let mut sb = Sandbox::new().env("PLANTED_TOKEN", SECRET);
+        if let Some(level) = level {
+            sb = sb.env("PIMCP_LOG", level);
+        }
+        sb.write(
+            sb.global(),
+            &format!(
+                r#"{{"mcpServers": {{
+  "refused": {{ "url": "http://user:{SECRET}@127.0.0.1:{refused}/mcp?api_key={SECRET}&v=1", "lifecycle": "eager" }},
+  "echo": {{ "url": "{echo}?k={SECRET}", "bearerToken": "${{PLANTED_TOKEN}}" }},
+  "echo-header": {{ "url": "{echo}", "headers": {{ "X-Api-Key": "{SECRET}", "Authorization": "Token ${{PLANTED_TOKEN}}" }} }}
+}}}}"#
+            ),
+        );
+        for args in [
+            vec!["connect", "refused"],
+            vec!["connect", "refused", "--json"],
+            vec!["connect", "echo"],
+            vec!["connect", "echo", "--json"],
+            vec!["connect", "echo-header"],
+            vec!["call", "echo_tool", "{}"],
+            vec!["status", "--json"],
+        ] {
+            let run = sb.run(&args);
+            assert!(
+                !run.stdout.contains(SECRET),
+                "{level:?} {args:?} leaked on stdout:\n{run:?}"
+            );
+            assert!(
+                !run.stderr.contains(SECRET),
+                "{level:?} {args:?} leaked on stderr:\n{run:?}"
+            );
+            if args[0] != "status" {
+                assert_ne!(run.code, 0, "{args:?} cannot succeed: {run:?}");
+            }
+        }
+    }
+}
