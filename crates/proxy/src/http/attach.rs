@@ -1,8 +1,9 @@
 //! `pimcp-run --attach URL`: a stdio MCP server that relays its host, message for message, to a running
 //! `pimcp-run serve --http` instance, so a host that only speaks stdio shares that instance's servers by changing
 //! one line of its config. Requests the instance cannot take (connection refused, 401, …) are answered to the host
-//! with a JSON-RPC error instead of hanging; the relay ends when stdin closes, on SIGINT/SIGTERM, or when the
-//! instance goes away.
+//! with a JSON-RPC error naming the URL instead of hanging; once the instance is unreachable or gone, every further
+//! request is answered that way. The relay ends when stdin closes (exit status 1 if the instance went away) or on
+//! SIGINT/SIGTERM.
 
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;
@@ -108,6 +109,10 @@ where
     // Sends run concurrently (a POST lasts as long as its call) but start in arrival order.
     let mut to_upstream = FuturesUnordered::new();
     let mut to_host = FuturesUnordered::new();
+    let shown = pimcp_config::redact_url(&url);
+    // Set once the instance's connection has ended (refused at the first request, or closed later): from then on
+    // every host request is answered at once with an error naming the URL, until the host closes stdin.
+    let mut gone: Option<String> = None;
     let outcome = loop {
         tokio::select! {
             _ = stop.cancelled() => break Ok(()),
@@ -120,12 +125,25 @@ where
                     }
                     _ => None,
                 };
+                if let Some(reason) = &gone {
+                    if let Some(id) = id {
+                        let error = ErrorData::internal_error(format!("pimcp-run --attach: {reason}"), None);
+                        to_host.push(Transport::<RoleServer>::send(&mut host, ServerJsonRpcMessage::error(error, Some(id))));
+                    }
+                    continue;
+                }
                 let send = Transport::<RoleClient>::send(&mut upstream, message);
                 to_upstream.push(async move { (id, send.await) });
             }
-            message = upstream.receive() => {
+            message = upstream.receive(), if gone.is_none() => {
                 let Some(message) = message else {
-                    break Err(attach_error(format!("the pimcp-run instance at {url} closed the connection")));
+                    let reason = format!(
+                        "the pimcp-run instance at {shown} cannot be reached or closed the connection; \
+                         check that `pimcp-run serve --http` runs there, then restart this MCP server"
+                    );
+                    tracing::warn!("{reason}");
+                    gone = Some(reason);
+                    continue;
                 };
                 to_host.push(Transport::<RoleServer>::send(&mut host, message));
             }
@@ -133,10 +151,9 @@ where
                 if let Err(e) = sent {
                     tracing::warn!(error = %e, "relaying a message to the pimcp-run instance failed");
                     if let Some(id) = id {
-                        let error = ErrorData::internal_error(
-                            format!("pimcp-run --attach could not reach the instance at {url}: {e}"),
-                            None,
-                        );
+                        // rmcp's error quotes the request URL, query and all.
+                        let reason = format!("pimcp-run --attach could not reach the instance at {shown}: {e}");
+                        let error = ErrorData::internal_error(pimcp_config::redact_text(&reason).into_owned(), None);
                         to_host.push(Transport::<RoleServer>::send(&mut host, ServerJsonRpcMessage::error(error, Some(id))));
                     }
                 }
@@ -147,6 +164,11 @@ where
                 }
             }
         }
+    };
+    // The host closed stdin after the instance went away: the exit status says the relay failed.
+    let outcome = match (outcome, gone) {
+        (Ok(()), Some(reason)) => Err(attach_error(reason)),
+        (outcome, _) => outcome,
     };
     // Let replies already on their way reach the host, then end the session with the instance.
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), async {

@@ -434,6 +434,56 @@ async fn attach_relays_a_host_to_a_running_instance() {
     served.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attach_to_an_unreachable_instance_answers_every_request_naming_the_url() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/mcp?k=att4ch-secret");
+    let (relay_io, host_io) = tokio::io::duplex(1 << 20);
+    let relay = tokio::spawn(pimcp_proxy::attach_transport(
+        tokio::io::split(relay_io),
+        AttachOptions::new(url),
+    ));
+    let (read, mut write) = tokio::io::split(host_io);
+    let mut lines = tokio::io::BufReader::new(read).lines();
+    let mut answer = async |line: Value| -> Value {
+        write.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        let next = tokio::time::timeout(DEADLINE, lines.next_line()).await;
+        let next = next
+            .expect("the relay must answer, not hang")
+            .unwrap()
+            .expect("the relay closed stdout");
+        serde_json::from_str(&next).unwrap()
+    };
+    let init = answer(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize()})).await;
+    assert_eq!(init["id"], 1, "{init}");
+    let message = init["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains(&format!("127.0.0.1:{port}/mcp")), "{init}");
+    assert!(
+        !message.contains("att4ch-secret"),
+        "the URL's query is redacted: {init}"
+    );
+    // The relay is still there: later requests (whatever the host does after a failed initialize) are answered too.
+    for id in 2..4 {
+        let listed = answer(json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"})).await;
+        assert_eq!(listed["id"], id, "{listed}");
+        let message = listed["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&format!("127.0.0.1:{port}/mcp")), "{listed}");
+    }
+    // Closing stdin ends the relay, which reports the failure.
+    write.shutdown().await.unwrap();
+    let outcome = tokio::time::timeout(DEADLINE, relay).await.unwrap().unwrap();
+    let error = outcome
+        .expect_err("an unreachable instance is a failed relay")
+        .to_string();
+    assert!(error.contains("cannot be reached"), "{error}");
+}
+
 /// A host that records the `notifications/message` it receives.
 #[derive(Clone, Default)]
 struct LogHost {
