@@ -41,6 +41,12 @@ pub const CATALOG_SETTLE: Duration = Duration::from_secs(2);
 const INDEX_SETTLE: Duration = Duration::from_millis(300);
 /// Compiled argument validators kept before the cache is cleared.
 const MAX_VALIDATORS: usize = 4096;
+/// The most servers one search connects because nothing is known of them ([`Proxy::search_discovering`]).
+pub const COLD_DISCOVERY_MAX: usize = 32;
+/// How many of them connect at once.
+pub const COLD_DISCOVERY_CONCURRENCY: usize = 8;
+/// How long a search waits for them; the slower ones keep connecting and are named in the answer.
+pub const COLD_DISCOVERY_DEADLINE: Duration = Duration::from_secs(10);
 /// Tool names listed in an "it has: …" hint.
 const MAX_LISTED_TOOLS: usize = 30;
 
@@ -436,7 +442,7 @@ impl Proxy {
                     .await
                     .map(|i| instructions_text(&server, i.as_deref())),
             ),
-            ProxyRequest::Search(query) => respond(self.search(&query).map(|o| o.text())),
+            ProxyRequest::Search(query) => respond(self.search_discovering(&query).await.map(|o| o.text())),
             ProxyRequest::List { server } => respond(self.list(&server).await.map(|l| l.text())),
             ProxyRequest::Status => {
                 let lines = self.server_lines();
@@ -555,6 +561,66 @@ impl Proxy {
             return Ok(self.inner.runtime.instructions(server));
         }
         Ok(sc.instructions.clone())
+    }
+
+    /// [`Proxy::search`] after cold discovery: the servers the search would otherwise skip because nothing is known
+    /// of them yet (never connected, nothing cached; or connecting for the first time) are connected first, at most
+    /// [`COLD_DISCOVERY_MAX`] per search, [`COLD_DISCOVERY_CONCURRENCY`] at once, for at most
+    /// [`COLD_DISCOVERY_DEADLINE`]. Each connected server is cached and then follows its lifecycle (a lazy server
+    /// idles out as usual); one that did not make it in time keeps connecting and is named in the answer as
+    /// connecting or failed. Disabled, untrusted, misconfigured servers and those that need auth are never started.
+    /// Once every server's metadata is cached this costs nothing. The `mcp` tool's search uses it; `search`
+    /// itself stays offline (the CLI's `search` without `--connect`).
+    pub async fn search_discovering(&self, query: &SearchQuery) -> std::result::Result<SearchOutcome, ProxyError> {
+        use futures::StreamExt as _;
+        if let Some(server) = &query.server
+            && self.inner.runtime.catalog().server(server).is_none()
+        {
+            return Err(self.unknown_server(server));
+        }
+        let cold = self.cold_servers(query.server.as_deref());
+        if !cold.is_empty() {
+            let span = tracing::info_span!("cold_discovery", servers = cold.len());
+            let connects = futures::stream::iter(cold)
+                .map(|server| async move {
+                    if let Err(e) = self.connect_and_wait(&server, false).await {
+                        tracing::debug!(%server, error = %e.message, "cold discovery: the server did not connect");
+                    }
+                })
+                .buffer_unordered(COLD_DISCOVERY_CONCURRENCY)
+                .collect::<Vec<()>>();
+            if tokio::time::timeout(COLD_DISCOVERY_DEADLINE, connects)
+                .instrument(span)
+                .await
+                .is_err()
+            {
+                tracing::debug!("cold discovery: deadline reached; the rest keep connecting");
+            }
+        }
+        self.search(query)
+    }
+
+    /// Startable servers of which nothing is known yet: never connected with nothing cached, or connecting for
+    /// the first time. At most [`COLD_DISCOVERY_MAX`], in name order.
+    fn cold_servers(&self, only: Option<&str>) -> Vec<String> {
+        let snapshot = self.inner.runtime.status();
+        let catalog = self.inner.runtime.catalog();
+        let now = SystemTime::now();
+        snapshot
+            .servers
+            .iter()
+            .filter(|s| only.is_none_or(|o| o == s.name))
+            .filter(|s| {
+                let sc = catalog.server(&s.name);
+                match state_of(s, sc, now) {
+                    ServerState::NotStarted => true,
+                    ServerState::Connecting => sc.is_none_or(|c| c.source.is_none()),
+                    _ => false,
+                }
+            })
+            .map(|s| s.name.clone())
+            .take(COLD_DISCOVERY_MAX)
+            .collect()
     }
 
     /// Ranked (or regex) search over every startable server's known tools. Works offline from the cache.
@@ -1156,6 +1222,14 @@ fn state_of(s: &ServerStatus, sc: Option<&ServerCatalog>, now: SystemTime) -> Se
         RuntimeState::Cached => {
             if sc.is_some_and(|c| c.source.is_some()) {
                 ServerState::Cached
+            } else if s.last_error.is_some() {
+                // A lazy server whose connect failed is back to waiting for the next request, with nothing known:
+                // that it failed is what the model needs to hear.
+                ServerState::Failed {
+                    ago: now
+                        .duration_since(UNIX_EPOCH + Duration::from_millis(s.since_ms))
+                        .unwrap_or_default(),
+                }
             } else {
                 ServerState::NotStarted
             }

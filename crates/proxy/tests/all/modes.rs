@@ -120,10 +120,8 @@ async fn a_search_over_cached_servers_parses_only_the_schemas_it_shows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_ranks_pages_and_explains_what_was_not_searched() {
     let env = start(two_servers()).await;
-    // Nothing known yet: the empty result says which servers were not searched and why.
-    let r = env.mcp(json!({ "search": "echo" })).await;
-    assert_ok(&r);
-    let text = r.text();
+    // Nothing known yet: the library's offline search says which servers were not searched and why.
+    let text = env.proxy.search(&SearchQuery::new("echo")).unwrap().text();
     assert!(text.starts_with("No tools match \"echo\"."), "{text}");
     assert!(
         text.contains("Not searched: fx (not started, nothing cached yet)"),
@@ -134,14 +132,16 @@ async fn search_ranks_pages_and_explains_what_was_not_searched() {
     assert_eq!(
         count_events(&env.path("fx.log"), "start", None),
         0,
-        "search never connects"
+        "the offline search never connects"
     );
 
-    env.mcp(json!({ "connect": "fx" })).await;
-    let r = env.mcp(json!({ "search": "echo" })).await;
+    // The mcp tool's search discovers one named server without starting the other.
+    let r = env.mcp(json!({ "search": "echo", "server": "fx" })).await;
     let text = r.text();
     assert!(text.contains("\nfx_echo — "), "{text}");
     assert!(text.contains("{text: string}"), "a parameter shape: {text}");
+    assert_eq!(count_events(&env.path("other.log"), "start", None), 0);
+    let text = env.proxy.search(&SearchQuery::new("echo")).unwrap().text();
     assert!(text.contains("Not searched: other (not started"), "{text}");
     assert!(
         !text.contains("off (disabled)"),
@@ -177,6 +177,37 @@ async fn search_ranks_pages_and_explains_what_was_not_searched() {
     assert_error(&r, "validation");
     let r = env.mcp(json!({ "search": "echo", "server": "nope" })).await;
     assert_error(&r, "config");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_search_connects_the_servers_nothing_is_known_of_and_finds_their_tools() {
+    let env = start(json!({ "mcpServers": {
+        "fx": stdio(&["--event-log", "{dir}/fx.log"]),
+        "other": stdio(&["--event-log", "{dir}/other.log"]),
+        "broken": { "command": "{dir}/no-such-server" },
+        "off": { "command": fixture(), "disabled": true },
+    }}))
+    .await;
+    // A fresh install: nothing cached, nothing started. One search reaches the tools of every startable server.
+    let r = env.mcp(json!({ "search": "echo" })).await;
+    assert_ok(&r);
+    let text = r.text();
+    assert!(text.contains("fx_echo"), "{text}");
+    assert!(text.contains("other_echo"), "{text}");
+    // The server that could not start is named with why; the disabled one is never started.
+    let text = env.proxy.search(&SearchQuery::new("zzz-nothing")).unwrap().text();
+    assert!(
+        text.contains("broken (failed") || text.contains("broken (backoff"),
+        "the server that did not start is named with its state: {text}"
+    );
+    assert!(text.contains("off (disabled)"), "{text}");
+    // The call the search pointed at works, and a second search connects nothing new.
+    let r = env.mcp(json!({ "tool": "fx_echo", "args": { "text": "found" } })).await;
+    assert_eq!(r.text(), "found");
+    let _ = env.mcp(json!({ "search": "add numbers" })).await;
+    assert_eq!(count_events(&env.path("fx.log"), "start", None), 1);
+    assert_eq!(count_events(&env.path("other.log"), "start", None), 1);
     env.shutdown().await;
 }
 
