@@ -31,13 +31,14 @@ macro_rules! errln {
 /// Writes a message to stderr. A stderr that fails (a host that closed the pipe it read our log from, `pimcp-run
 /// status 2>&1 | head -1`) loses the message, never the process: `eprint!` panics there, and a stdio server would
 /// die with the host's session. There is nowhere left to report the failure.
-/// The message is redacted like a log line (`pimcp_config::redact_text`): an error can quote a URL or an upstream's
-/// text.
+/// Secret values resolved in this process are redacted (`pimcp_config::redact_known_secrets`); URLs stay whole,
+/// since some of these messages are URLs to open (an OAuth login's authorization URL). Log lines get the full
+/// redaction (`telemetry`).
 pub(crate) fn write_stderr(args: std::fmt::Arguments<'_>) {
     let text = args.to_string();
     let _ = std::io::stderr()
         .lock()
-        .write_all(pimcp_config::redact_text(&text).as_bytes());
+        .write_all(pimcp_config::redact_known_secrets(&text).as_bytes());
 }
 
 /// Writes a command's output. A reader that closed the pipe (`pimcp-run status | head -1`) is not an error: the rest

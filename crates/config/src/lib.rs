@@ -57,7 +57,7 @@ pub use paths::{EnvMap, agent_dir, data_dir, expand_tilde, source_path};
 pub use preview::{HostPreview, ImportFilePreview, ImportServerPreview, preview_imports};
 pub use raw::{RawFile, RawServer, RawSettings};
 pub use read::{CONFIG_FILE_LIMIT, open_regular, read_bounded, read_capped, read_text_bounded};
-pub use redact::{redact_text, remember_secret, remember_url_secrets};
+pub use redact::{redact_known_secrets, redact_text, remember_secret, remember_url_secrets};
 pub use schema::json_schema;
 pub use secret::{
     CONTROL_ENV_PREFIX, ResolveOptions, SECRET_COMMAND_MAX_OUTPUT, SECRET_COMMAND_TIMEOUT, is_control_env,

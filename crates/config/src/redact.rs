@@ -70,21 +70,26 @@ pub fn remember_url_secrets(url: &str) {
     }
 }
 
-/// `text` with every remembered secret, every URL's query values and password, and every `Bearer`/`Basic`
-/// credential replaced by `<redacted>`.
-pub fn redact_text(text: &str) -> Cow<'_, str> {
+/// `text` with every remembered secret replaced by `<redacted>`, and nothing else changed: for pimcp's own messages,
+/// which may carry a URL the user must open whole (an OAuth authorization URL with its `state`).
+pub fn redact_known_secrets(text: &str) -> Cow<'_, str> {
     let mut out = Cow::Borrowed(text);
-    {
-        let secrets = match SECRETS.read() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        for secret in secrets.iter() {
-            if out.contains(secret.as_str()) {
-                out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
-            }
+    let secrets = match SECRETS.read() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    };
+    for secret in secrets.iter() {
+        if out.contains(secret.as_str()) {
+            out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
         }
     }
+    out
+}
+
+/// `text` with every remembered secret, every URL's query values and password, and every `Bearer`/`Basic`
+/// credential replaced by `<redacted>`: for log lines and error texts that quote third-party output.
+pub fn redact_text(text: &str) -> Cow<'_, str> {
+    let mut out = redact_known_secrets(text);
     if out.contains("://") {
         out = Cow::Owned(redact_urls(&out));
     }
