@@ -1,7 +1,8 @@
 //! Turns an upstream `CallToolResult` into pieces for the model: text stays text (never JSON-quoted), images pass
 //! through, embedded text resources are shown, binary payloads (blob resources, audio) are handed to the output guard
-//! to become files, resource links are described, and `structuredContent` is appended as JSON unless a text block
-//! already carries the same value. An upstream `isError` stays an error.
+//! to become files, resource links are described, and `structuredContent` is appended as JSON unless the text blocks
+//! already say it (a text block holding the same JSON, or a value made only of strings the text blocks contain). The
+//! result's `structuredContent` itself is kept for hosts and `call --json`. An upstream `isError` stays an error.
 
 use rmcp::model::{CallToolResult, ContentBlock, ImageContent, ResourceContents};
 use serde_json::Value;
@@ -54,9 +55,14 @@ pub fn render_call_result(result: &CallToolResult) -> Rendered {
     let mut pieces: Vec<Piece> = result.content.iter().map(render_block).collect();
     let structured = result.structured_content.as_ref().filter(|v| !v.is_null());
     if let Some(value) = structured {
-        let duplicated = pieces
+        let texts: Vec<&str> = pieces
             .iter()
-            .any(|p| matches!(p, Piece::Text(t) if text_holds_json(t, value)));
+            .filter_map(|p| match p {
+                Piece::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        let duplicated = texts.iter().any(|t| text_holds_json(t, value)) || strings_all_in(value, &texts);
         if !duplicated {
             let pretty = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
             pieces.push(Piece::Text(format!("structuredContent:\n{pretty}")));
@@ -128,6 +134,26 @@ fn text_holds_json(text: &str, value: &Value) -> bool {
         _ => true,
     };
     could_be && serde_json::from_str::<Value>(text).is_ok_and(|parsed| &parsed == value)
+}
+
+/// Whether `value` is made of strings only (in objects and arrays; keys aside), each of them non-empty and found in
+/// one of `texts`: it then tells the model nothing the text blocks do not. server-filesystem answers with
+/// `{"content": <its text block>}`, for instance. A number, boolean or null leaf keeps the value (`{"sum": 3}` beside
+/// "3" says what the 3 is).
+fn strings_all_in(value: &Value, texts: &[&str]) -> bool {
+    fn walk(value: &Value, texts: &[&str], seen: &mut usize) -> bool {
+        match value {
+            Value::String(s) => {
+                *seen += 1;
+                !s.is_empty() && texts.iter().any(|t| t.contains(s.as_str()))
+            }
+            Value::Array(items) => items.iter().all(|v| walk(v, texts, seen)),
+            Value::Object(map) => map.values().all(|v| walk(v, texts, seen)),
+            _ => false,
+        }
+    }
+    let mut seen = 0;
+    !texts.is_empty() && walk(value, texts, &mut seen) && seen > 0
 }
 
 /// `1.5 KiB`-style sizes for texts.
@@ -225,6 +251,26 @@ mod tests {
                 json!({"content": [{"type": "text", "text": "The sum is 3"}], "structuredContent": {"sum": 3}}),
                 false,
                 vec!["The sum is 3", "structuredContent:\n{\n  \"sum\": 3\n}"],
+            ),
+            (
+                // server-filesystem's `get_file_info`: the structured value only repeats the text block.
+                json!({"content": [{"type": "text", "text": "size: 12\nisFile: true"}], "structuredContent": {"content": "size: 12\nisFile: true"}}),
+                false,
+                vec!["size: 12\nisFile: true"],
+            ),
+            (
+                json!({"content": [{"type": "text", "text": "a\nb"}], "structuredContent": {"lines": ["a", "b"], "more": [{"x": "b"}]}}),
+                false,
+                vec!["a\nb"],
+            ),
+            (
+                // A string the text does not contain keeps the value.
+                json!({"content": [{"type": "text", "text": "saved"}], "structuredContent": {"content": "saved", "id": "f-91"}}),
+                false,
+                vec![
+                    "saved",
+                    "structuredContent:\n{\n  \"content\": \"saved\",\n  \"id\": \"f-91\"\n}",
+                ],
             ),
             (
                 json!({"content": [], "structuredContent": null}),
