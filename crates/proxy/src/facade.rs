@@ -478,6 +478,7 @@ impl Proxy {
         let snapshot = self.inner.runtime.status();
         let catalog = self.inner.runtime.catalog();
         let now = SystemTime::now();
+        let config = self.config();
         snapshot
             .servers
             .iter()
@@ -488,6 +489,10 @@ impl Proxy {
                     state: state_of(s, sc, now),
                     n_tools: sc.filter(|c| c.source.is_some()).map(|c| c.tools.len()),
                     reason: reason_of(s),
+                    description: config
+                        .server(&s.name)
+                        .and_then(|c| c.description.as_deref())
+                        .and_then(crate::tool_def::short_description),
                 }
             })
             .collect()

@@ -62,5 +62,8 @@ pub use text::{
     SkippedServer, human_duration, instructions_text, list_text, plural, search_text, status_text, text_result,
     with_category,
 };
-pub use tool_def::{MAX_DEFINITION_CHARS, TOOL_NAME, ToolDefOptions, mcp_tool, mcp_tool_json};
+pub use tool_def::{
+    MAX_DEFINITION_CHARS, MAX_DESCRIPTIONS_CHARS, MAX_SERVER_DESCRIPTION_CHARS, TOOL_NAME, ToolDefOptions, mcp_tool,
+    mcp_tool_json, short_description,
+};
 pub use validate::{ArgsValidator, MAX_LISTED_PROBLEMS, OutputReport, check_not_nested, parse_args, validate_output};

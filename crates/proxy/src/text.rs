@@ -223,6 +223,8 @@ pub struct ServerLine {
     pub n_tools: Option<usize>,
     /// The last error or the state's cause, shown after the state.
     pub reason: Option<String>,
+    /// The server's `description`, shortened ([`crate::tool_def::short_description`]).
+    pub description: Option<String>,
 }
 
 /// How many configuration problems a model-facing text lists; the rest are counted.
@@ -275,7 +277,10 @@ pub fn status_text(servers: &[ServerLine]) -> String {
     );
     if servers.len() <= MAX_STATUS_LINES {
         for s in servers {
-            out.push_str(&format!("{} {}: {}\n", s.state.glyph(), s.name, status_detail(s)));
+            match &s.description {
+                Some(d) => out.push_str(&format!("{} {} ({d}): {}\n", s.state.glyph(), s.name, status_detail(s))),
+                None => out.push_str(&format!("{} {}: {}\n", s.state.glyph(), s.name, status_detail(s))),
+            }
         }
     } else {
         summarize_servers(&mut out, servers);
@@ -304,7 +309,10 @@ fn summarize_servers(out: &mut String, servers: &[ServerLine]) {
     if !attention.is_empty() {
         out.push_str(&format!("\nNeeding attention ({}):\n", attention.len()));
         for s in attention.iter().take(MAX_STATUS_LINES) {
-            out.push_str(&format!("{} {}: {}\n", s.state.glyph(), s.name, status_detail(s)));
+            match &s.description {
+                Some(d) => out.push_str(&format!("{} {} ({d}): {}\n", s.state.glyph(), s.name, status_detail(s))),
+                None => out.push_str(&format!("{} {}: {}\n", s.state.glyph(), s.name, status_detail(s))),
+            }
         }
         if attention.len() > MAX_STATUS_LINES {
             out.push_str(&format!(
@@ -609,6 +617,7 @@ mod tests {
             state,
             n_tools,
             reason: reason.map(String::from),
+            description: None,
         }
     }
 

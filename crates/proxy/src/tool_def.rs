@@ -1,5 +1,6 @@
 //! The `mcp` tool definition: name, description and input schema, at most [`MAX_DEFINITION_CHARS`] characters as
-//! serialized in `tools/list`, teaching every mode. A pure function of [`ToolDefOptions`], so it is byte-stable for
+//! serialized in `tools/list` (plus [`MAX_DESCRIPTIONS_CHARS`] when servers have descriptions), teaching every mode
+//! and naming the servers with their short descriptions. A pure function of [`ToolDefOptions`], so it is byte-stable for
 //! prompt caching.
 
 use std::sync::Arc;
@@ -26,11 +27,33 @@ server S: list its tools
 nothing: status of all servers
 Unsure of a tool? Search or describe it first.";
 
+/// The longest server description the definition and status show (longer ones are cut with `…`).
+pub const MAX_SERVER_DESCRIPTION_CHARS: usize = 80;
+/// How many characters server descriptions may add to the definition beyond [`MAX_DEFINITION_CHARS`]; servers
+/// whose names and descriptions do not fit are counted (`+N more`) like names.
+pub const MAX_DESCRIPTIONS_CHARS: usize = 1000;
+
 /// What the definition depends on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolDefOptions {
     /// Configured server names (any order; shown sorted, as many as fit).
     pub servers: Vec<String>,
+    /// Server descriptions (`description` in the config) by server name, shown after the name.
+    pub descriptions: std::collections::BTreeMap<String, String>,
+}
+
+/// A server description as the model reads it: one line, at most [`MAX_SERVER_DESCRIPTION_CHARS`] characters.
+/// `None` for an empty one.
+pub fn short_description(description: &str) -> Option<String> {
+    let line = description.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.is_empty() {
+        return None;
+    }
+    if line.chars().count() <= MAX_SERVER_DESCRIPTION_CHARS {
+        return Some(line);
+    }
+    let cut: String = line.chars().take(MAX_SERVER_DESCRIPTION_CHARS - 1).collect();
+    Some(format!("{}…", cut.trim_end()))
 }
 
 /// The `mcp` tool as `tools/list` sends it.
@@ -43,10 +66,25 @@ pub fn mcp_tool(options: &ToolDefOptions) -> Tool {
         .collect();
     servers.sort_unstable();
     servers.dedup();
+    let described: Vec<String> = servers
+        .iter()
+        .map(
+            |name| match options.descriptions.get(*name).and_then(|d| short_description(d)) {
+                Some(d) => format!("{name} ({d})"),
+                None => (*name).to_owned(),
+            },
+        )
+        .collect();
+    let servers: Vec<&str> = described.iter().map(String::as_str).collect();
+    let budget = if options.descriptions.is_empty() {
+        MAX_DEFINITION_CHARS
+    } else {
+        MAX_DEFINITION_CHARS + MAX_DESCRIPTIONS_CHARS
+    };
     // Show as many server names as fit; the rest are counted. Each name shown adds at least three characters
     // (`, x`) while the `+N more` count loses at most one, so the length grows with the number shown and the
     // largest count that fits is found by bisection: O(log n) builds, not one per count.
-    let fits = |shown: usize| serialized_len(&build(&servers[..shown], servers.len() - shown)) <= MAX_DEFINITION_CHARS;
+    let fits = |shown: usize| serialized_len(&build(&servers[..shown], servers.len() - shown)) <= budget;
     if fits(servers.len()) {
         return build(&servers, 0);
     }
@@ -161,16 +199,19 @@ mod tests {
     fn servers_are_listed_while_they_fit_and_output_is_byte_stable() {
         let few = ToolDefOptions {
             servers: vec!["github".into(), "everything".into(), "github".into()],
+            ..ToolDefOptions::default()
         };
         let json = mcp_tool_json(&few);
         assert!(json.contains("\\nServers: everything, github\""), "{json}");
         let reordered = ToolDefOptions {
             servers: vec!["everything".into(), "github".into()],
+            ..ToolDefOptions::default()
         };
         assert_eq!(mcp_tool_json(&reordered), json, "a pure function of the set of servers");
 
         let many = ToolDefOptions {
             servers: (0..500).map(|i| format!("server-number-{i:03}")).collect(),
+            ..ToolDefOptions::default()
         };
         let json = mcp_tool_json(&many);
         assert!(json.chars().count() <= MAX_DEFINITION_CHARS, "{}", json.chars().count());
@@ -178,7 +219,43 @@ mod tests {
         assert!(json.contains(" more\""), "{json}");
         let odd = ToolDefOptions {
             servers: vec!["\"quoted\"\n".into(), "日本語サーバー".into()],
+            ..ToolDefOptions::default()
         };
         assert!(mcp_tool_json(&odd).chars().count() <= MAX_DEFINITION_CHARS);
+    }
+
+    #[test]
+    fn server_descriptions_follow_their_names_short_and_byte_stable() {
+        let options = ToolDefOptions {
+            servers: vec!["memory".into(), "files".into(), "everything".into()],
+            descriptions: [
+                ("files".to_string(), "Read and write files\nunder ~/work".to_string()),
+                ("memory".to_string(), "A knowledge graph. ".repeat(10)),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let json = mcp_tool_json(&options);
+        assert!(
+            json.contains(
+                "\\nServers: everything, files (Read and write files under ~/work), memory (A knowledge graph."
+            ),
+            "{json}"
+        );
+        assert!(json.contains("…)\""), "a long description is cut: {json}");
+        assert_eq!(mcp_tool_json(&options.clone()), json);
+        let long = short_description(&"x".repeat(500)).unwrap();
+        assert_eq!(long.chars().count(), MAX_SERVER_DESCRIPTION_CHARS);
+        assert_eq!(short_description(" \n "), None);
+        // Many described servers stay within the larger budget and are counted beyond it.
+        let many = ToolDefOptions {
+            servers: (0..300).map(|i| format!("s{i:03}")).collect(),
+            descriptions: (0..300)
+                .map(|i| (format!("s{i:03}"), "does things ".repeat(8)))
+                .collect(),
+        };
+        let json = mcp_tool_json(&many);
+        assert!(json.chars().count() <= MAX_DEFINITION_CHARS + MAX_DESCRIPTIONS_CHARS);
+        assert!(json.contains(" more\""), "{json}");
     }
 }

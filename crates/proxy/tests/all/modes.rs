@@ -181,6 +181,27 @@ async fn search_ranks_pages_and_explains_what_was_not_searched() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_descriptions_appear_in_status_and_the_definition() {
+    let mut fx = stdio(&[]);
+    fx["description"] = json!("Echo, add and\nother test tools");
+    let env = start(json!({ "mcpServers": { "fx": fx, "plain": stdio(&[]) } })).await;
+    let text = env.mcp(json!({})).await.text();
+    assert!(
+        text.contains("fx (Echo, add and other test tools): not started"),
+        "{text}"
+    );
+    assert!(text.contains("plain: not started"), "{text}");
+    let tools = env.server().tools();
+    let definition = tools.iter().find(|t| t.name == "mcp").unwrap();
+    let description = definition.description.as_deref().unwrap_or_default();
+    assert!(
+        description.ends_with("Servers: fx (Echo, add and other test tools), plain"),
+        "{description}"
+    );
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cold_search_connects_the_servers_nothing_is_known_of_and_finds_their_tools() {
     let env = start(json!({ "mcpServers": {
         "fx": stdio(&["--event-log", "{dir}/fx.log"]),
