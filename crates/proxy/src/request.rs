@@ -26,6 +26,11 @@ pub const PARAMS: [&str; 11] = [
     "action",
 ];
 
+/// Parameters the incumbent's `mcp` tool takes that pimcp accepts without advertising them, because what they ask
+/// for is always done: `includeSchemas` (search and describe always show parameter shapes). Only a boolean is
+/// accepted.
+const ACCEPTED_QUIETLY: [&str; 1] = ["includeSchemas"];
+
 /// Misspellings models make, and the parameter they meant.
 const ALIASES: &[(&str, &str)] = &[
     ("arguments", "args"),
@@ -85,6 +90,10 @@ pub fn parse_request(params: Option<&Value>) -> Result<ProxyRequest> {
         Some(_) => return Err(invalid("arguments", "must be a JSON object")),
     };
     for key in params.keys() {
+        if ACCEPTED_QUIETLY.contains(&key.as_str()) {
+            boolean(params, key)?;
+            continue;
+        }
         if !PARAMS.contains(&key.as_str()) {
             let hint = ALIASES
                 .iter()
@@ -439,6 +448,19 @@ mod tests {
             });
             assert_eq!(got, want.map_err(String::from), "{input}");
         }
+    }
+
+    #[test]
+    fn include_schemas_is_accepted_with_search_and_describe() {
+        let search = parse_request(Some(&json!({"search": "read file", "includeSchemas": true}))).unwrap();
+        assert!(
+            matches!(search, ProxyRequest::Search(ref q) if q.text == "read file"),
+            "{search:?}"
+        );
+        let describe = parse_request(Some(&json!({"describe": "fx_echo", "includeSchemas": false}))).unwrap();
+        assert!(matches!(describe, ProxyRequest::Describe { ref tool, .. } if tool == "fx_echo"));
+        let wrong = parse_request(Some(&json!({"search": "x", "includeSchemas": [1]}))).unwrap_err();
+        assert!(wrong.to_string().contains("includeSchemas"), "{wrong}");
     }
 
     #[test]
