@@ -509,6 +509,10 @@ pub(crate) fn build_settings(
             .health_interval
             .and_then(seconds)
             .unwrap_or(defaults.health_interval),
+        discovery_timeout: match raw.discovery_timeout {
+            Some(v) if v.is_finite() && v >= 0.0 => Duration::from_secs_f64(v.min(600.0)),
+            _ => defaults.discovery_timeout,
+        },
     }
 }
 

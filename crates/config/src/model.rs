@@ -389,6 +389,9 @@ pub struct Settings {
     pub warm_cache: bool,
     /// Health-check interval for keep-alive modes (default 30 s).
     pub health_interval: Duration,
+    /// How long a model's search waits for servers nothing is known of to connect (default 10 s; zero: no cold
+    /// discovery).
+    pub discovery_timeout: Duration,
 }
 
 impl Default for Settings {
@@ -412,6 +415,7 @@ impl Default for Settings {
             elicitation: None,
             warm_cache: false,
             health_interval: Duration::from_secs(30),
+            discovery_timeout: Duration::from_secs(10),
         }
     }
 }

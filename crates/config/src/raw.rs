@@ -400,6 +400,10 @@ pub struct RawSettings {
     /// Seconds between health checks of `keep-alive` servers (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_interval: Option<f64>,
+    /// Seconds a model's search waits for servers nothing is known of to connect (default 10; `0` = search only
+    /// what is known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery_timeout: Option<f64>,
 }
 
 /// `outputGuard`: `true`/`false`, or limits.

@@ -101,9 +101,8 @@ pub(crate) fn expected(field: &str) -> &'static str {
         "auth" => "`\"oauth\"`, `\"bearer\"` or `false`",
         "oauth" => "`false` or an object of OAuth settings",
         "lifecycle" => "one of `lazy`, `eager`, `keep-alive`, `lazy-keep-alive` (or `{ \"mode\": … }`)",
-        "idleTimeout" | "requestTimeoutMs" | "timeout" | "startupTimeout" | "toolTimeout" | "healthInterval" => {
-            "a number"
-        }
+        "idleTimeout" | "requestTimeoutMs" | "timeout" | "startupTimeout" | "toolTimeout" | "healthInterval"
+        | "discoveryTimeout" => "a number",
         "protocolVersion" | "protocol" => "one of `auto`, `legacy`, `2026-07-28`",
         "directTools" => "`true`, `false` or an array of tool names",
         "toolPrefix" => "one of `server`, `short`, `none`, `mcp`",
@@ -215,6 +214,7 @@ mod tests {
             "elicitation",
             "warmCache",
             "healthInterval",
+            "discoveryTimeout",
         ];
         for name in settings {
             assert!(settings_fields().contains(&name), "schema misses setting `{name}`");

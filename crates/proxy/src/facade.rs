@@ -43,10 +43,9 @@ const INDEX_SETTLE: Duration = Duration::from_millis(300);
 const MAX_VALIDATORS: usize = 4096;
 /// The most servers one search connects because nothing is known of them ([`Proxy::search_discovering`]).
 pub const COLD_DISCOVERY_MAX: usize = 32;
-/// How many of them connect at once.
+/// How many of them connect at once. How long a search waits for them is `settings.discoveryTimeout` (10 s); the
+/// slower ones keep connecting and are named in the answer.
 pub const COLD_DISCOVERY_CONCURRENCY: usize = 8;
-/// How long a search waits for them; the slower ones keep connecting and are named in the answer.
-pub const COLD_DISCOVERY_DEADLINE: Duration = Duration::from_secs(10);
 /// Tool names listed in an "it has: …" hint.
 const MAX_LISTED_TOOLS: usize = 30;
 
@@ -571,7 +570,7 @@ impl Proxy {
     /// [`Proxy::search`] after cold discovery: the servers the search would otherwise skip because nothing is known
     /// of them yet (never connected, nothing cached; or connecting for the first time) are connected first, at most
     /// [`COLD_DISCOVERY_MAX`] per search, [`COLD_DISCOVERY_CONCURRENCY`] at once, for at most
-    /// [`COLD_DISCOVERY_DEADLINE`]. Each connected server is cached and then follows its lifecycle (a lazy server
+    /// `settings.discoveryTimeout` (10 s; zero turns cold discovery off). Each connected server is cached and then follows its lifecycle (a lazy server
     /// idles out as usual); one that did not make it in time keeps connecting and is named in the answer as
     /// connecting or failed. Disabled, untrusted, misconfigured servers and those that need auth are never started.
     /// Once every server's metadata is cached this costs nothing. The `mcp` tool's search uses it; `search`
@@ -583,7 +582,12 @@ impl Proxy {
         {
             return Err(self.unknown_server(server));
         }
-        let cold = self.cold_servers(query.server.as_deref());
+        let deadline = self.config().settings.discovery_timeout;
+        let cold = if deadline.is_zero() {
+            Vec::new()
+        } else {
+            self.cold_servers(query.server.as_deref())
+        };
         if !cold.is_empty() {
             let span = tracing::info_span!("cold_discovery", servers = cold.len());
             let connects = futures::stream::iter(cold)
@@ -594,11 +598,7 @@ impl Proxy {
                 })
                 .buffer_unordered(COLD_DISCOVERY_CONCURRENCY)
                 .collect::<Vec<()>>();
-            if tokio::time::timeout(COLD_DISCOVERY_DEADLINE, connects)
-                .instrument(span)
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout(deadline, connects).instrument(span).await.is_err() {
                 tracing::debug!("cold discovery: deadline reached; the rest keep connecting");
             }
         }

@@ -38,8 +38,8 @@ pub use describe::{APPROVAL_NOTE, describe_text, tool_ambiguous, tool_not_found}
 pub use direct::{DirectTool, NO_DESCRIPTION, direct_tools};
 pub use error::{Error, Result};
 pub use facade::{
-    CATALOG_SETTLE, COLD_DISCOVERY_CONCURRENCY, COLD_DISCOVERY_DEADLINE, COLD_DISCOVERY_MAX, CallContext, PromptEntry,
-    Proxy, ProxyOptions, ProxyResponse, SearchOutcome, SearchResultHit, ServerListing, ToolInfo, category_of,
+    CATALOG_SETTLE, COLD_DISCOVERY_CONCURRENCY, COLD_DISCOVERY_MAX, CallContext, PromptEntry, Proxy, ProxyOptions,
+    ProxyResponse, SearchOutcome, SearchResultHit, ServerListing, ToolInfo, category_of,
 };
 pub use forward::{ELICITATION_TIMEOUT, HostBridge, ROOTS_TIMEOUT, SAMPLING_TIMEOUT};
 pub use guard::{

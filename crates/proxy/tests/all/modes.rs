@@ -2,6 +2,7 @@
 //! the auth actions on a server without OAuth (the OAuth flow itself is in `auth.rs`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use pimcp_proxy::{SearchQuery, ServerState};
 use serde_json::json;
@@ -177,6 +178,23 @@ async fn search_ranks_pages_and_explains_what_was_not_searched() {
     assert_error(&r, "validation");
     let r = env.mcp(json!({ "search": "echo", "server": "nope" })).await;
     assert_error(&r, "config");
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_discovery_timeout_searches_only_what_is_known() {
+    let env = start(json!({
+        "settings": { "discoveryTimeout": 0 },
+        "mcpServers": { "fx": stdio(&["--event-log", "{dir}/fx.log"]) },
+    }))
+    .await;
+    assert_eq!(env.config.settings.discovery_timeout, Duration::ZERO);
+    let text = env.mcp(json!({ "search": "echo" })).await.text();
+    assert!(
+        text.contains("Not searched: fx (not started, nothing cached yet)"),
+        "{text}"
+    );
+    assert_eq!(count_events(&env.path("fx.log"), "start", None), 0);
     env.shutdown().await;
 }
 
