@@ -382,6 +382,26 @@ fn finish(
                 }
             }
         }
+        // `prompt`: detect and say so (status, `config check`, `init`), never load.
+        if !exclusive && settings.host_config_discovery == HostConfigDiscovery::Prompt {
+            for (host, paths) in imports::detect_hosts(&env) {
+                if hosts.contains(&host) {
+                    continue;
+                }
+                let files: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                Sink::new(&mut problems, None).warning(
+                    None,
+                    Some("settings.hostConfigDiscovery"),
+                    format!(
+                        "found {} MCP configuration ({}), not loaded: add \"{}\" to `imports` or run \
+                         `pimcp-run config import` to use its servers",
+                        host.id(),
+                        files.join(", "),
+                        host.id()
+                    ),
+                );
+            }
+        }
         let mut layer = MergeLayer::default();
         let mut claimed: BTreeSet<String> = BTreeSet::new();
         for host in hosts {

@@ -35,6 +35,9 @@ pub(crate) struct StatusArgs {
     pub attach_token_file: Option<std::path::PathBuf>,
 }
 
+/// The field of the notes `hostConfigDiscovery: "prompt"` leaves in the config's problems.
+const HOST_DISCOVERY_FIELD: &str = "settings.hostConfigDiscovery";
+
 pub(crate) fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
     if let Some(url) = &args.attach {
         return super::remote::run(url, args.attach_token_file.as_deref(), args.json, args.watch);
@@ -59,6 +62,12 @@ pub(crate) fn run(ctx: &Ctx, args: StatusArgs) -> anyhow::Result<u8> {
             print_json(&snapshot)?;
         } else {
             out!("{}", render(&snapshot, Style::stdout(), SystemTime::now()));
+            // `hostConfigDiscovery: "prompt"`: the hosts whose configs were found but not loaded.
+            for problem in session.handle().config_problems().iter() {
+                if problem.field.as_deref() == Some(HOST_DISCOVERY_FIELD) {
+                    outln!("note: {}", problem.message);
+                }
+            }
         }
         Ok(if failed > 0 { EXIT_FAILED } else { EXIT_OK })
     }))

@@ -439,3 +439,28 @@ fn config_problems_reach_the_model_in_status_unknown_tools_and_search_misses() {
     }
     assert!(text(2).starts_with("MCP: 0 of 1 servers ready"), "{}", text(2));
 }
+
+#[test]
+fn host_config_discovery_prompt_is_noted_in_status_and_config_check_and_never_loaded() {
+    let sb = crate::support::Sandbox::new();
+    sb.write(
+        sb.home.join(".cursor/mcp.json"),
+        r#"{"mcpServers": {"from-cursor": {"command": "c"}}}"#,
+    );
+    sb.write(
+        sb.global(),
+        r#"{"settings": {"hostConfigDiscovery": "prompt"}, "mcpServers": {"a": {"command": "true"}}}"#,
+    );
+    let status = sb.run(&["status"]);
+    assert_eq!(status.code, 0, "{status:?}");
+    assert!(
+        status.stdout.contains("note: found cursor MCP configuration"),
+        "{status:?}"
+    );
+    assert!(
+        !status.stdout.contains("from-cursor"),
+        "detected, not loaded: {status:?}"
+    );
+    let check = sb.run(&["config", "check"]);
+    assert!(check.stdout.contains("found cursor MCP configuration"), "{check:?}");
+}

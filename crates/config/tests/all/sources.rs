@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use pimcp_config::{
-    AuthConfig, Availability, Lifecycle, Origin, SecretValue, SourceKind, ToolPrefix, Transport, load_in_memory,
+    AuthConfig, Availability, Lifecycle, Origin, SecretValue, Severity, SourceKind, ToolPrefix, Transport,
+    load_in_memory,
 };
 use serde_json::json;
 
@@ -214,7 +215,29 @@ fn host_config_discovery_on_imports_every_detected_host() {
     sb.write(sb.global(), r#"{"settings": {"hostConfigDiscovery": "on"}}"#);
     assert!(sb.load().server("from-cursor").is_some());
     sb.write(sb.global(), r#"{"settings": {"hostConfigDiscovery": "prompt"}}"#);
-    assert!(sb.load().server("from-cursor").is_none(), "prompt detects only");
+    let config = sb.load();
+    assert!(config.server("from-cursor").is_none(), "prompt detects only");
+    let found = config
+        .problems
+        .iter()
+        .find(|p| p.field.as_deref() == Some("settings.hostConfigDiscovery"))
+        .expect("the detected host is reported");
+    assert_eq!(found.severity, Severity::Warning);
+    assert!(found.message.contains("found cursor MCP configuration"), "{found:?}");
+    assert!(found.message.contains(".cursor/mcp.json"), "{found:?}");
+    // A host already listed in `imports` is loaded, not reported.
+    sb.write(
+        sb.global(),
+        r#"{"settings": {"hostConfigDiscovery": "prompt"}, "imports": ["cursor"]}"#,
+    );
+    let config = sb.load();
+    assert!(config.server("from-cursor").is_some());
+    assert!(
+        !config
+            .problems
+            .iter()
+            .any(|p| p.field.as_deref() == Some("settings.hostConfigDiscovery"))
+    );
 }
 
 #[test]
