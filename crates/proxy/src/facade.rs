@@ -577,11 +577,7 @@ impl Proxy {
     /// itself stays offline (the CLI's `search` without `--connect`).
     pub async fn search_discovering(&self, query: &SearchQuery) -> std::result::Result<SearchOutcome, ProxyError> {
         use futures::StreamExt as _;
-        if let Some(server) = &query.server
-            && self.inner.runtime.catalog().server(server).is_none()
-        {
-            return Err(self.unknown_server(server));
-        }
+        // An unknown `server` has no cold servers; `search` answers it.
         let deadline = self.config().settings.discovery_timeout;
         let cold = if deadline.is_zero() {
             Vec::new()

@@ -30,17 +30,10 @@ impl Redactor {
         self.values.clone()
     }
 
-    /// `text` without any of these values, URL query values and passwords, or `Bearer`/`Basic` credentials.
+    /// `text` without any of these values (every one [`Redactor::add`] took is remembered process-wide), URL query
+    /// values and passwords, or `Bearer`/`Basic` credentials.
     pub fn apply(&self, text: &str) -> String {
-        let mut sorted: Vec<&String> = self.values.iter().collect();
-        sorted.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        let mut out = text.to_owned();
-        for v in sorted {
-            if out.contains(v.as_str()) {
-                out = out.replace(v.as_str(), "<redacted>");
-            }
-        }
-        pimcp_config::redact_text(&out).into_owned()
+        pimcp_config::redact_text(text).into_owned()
     }
 }
 
