@@ -108,6 +108,20 @@ pub(super) async fn resolve_auth(
     })
 }
 
+/// The error of a legacy fallback that did not connect either: the Streamable HTTP answer comes first (it is what a
+/// user most likely mistyped), then what the legacy attempt said. Timeouts and cancellation stay what they are.
+fn legacy_fallback_failed(server: &str, status: Option<u16>, hint: String, legacy: ConnectError) -> ConnectError {
+    match legacy {
+        ConnectError::StartupTimeout { .. } | ConnectError::Cancelled { .. } | ConnectError::NeedsAuth { .. } => legacy,
+        other => ConnectError::Http {
+            server: server.to_owned(),
+            status,
+            hint: format!("{hint}; the legacy HTTP+SSE transport did not connect either: {other}"),
+            transient: false,
+        },
+    }
+}
+
 fn abort_error(spec: &ConnectSpec, a: Abort) -> ConnectError {
     match a {
         Abort::Timeout => ConnectError::StartupTimeout {
@@ -121,7 +135,7 @@ fn abort_error(spec: &ConnectSpec, a: Abort) -> ConnectError {
     }
 }
 
-pub(super) async fn connect<H: ClientHandler>(
+pub(super) async fn connect<H: ClientHandler + Clone>(
     spec: ConnectSpec,
     http: HttpTransport,
     handler: H,
@@ -191,7 +205,7 @@ pub(super) async fn connect<H: ClientHandler>(
     let result = handshake::bounded(
         deadline,
         &spec.cancel,
-        handler.serve_with_lifecycle(transport, lifecycle),
+        handler.clone().serve_with_lifecycle(transport, lifecycle),
     )
     .await
     .map_err(|a| abort_error(&spec, a))?;
@@ -216,6 +230,15 @@ pub(super) async fn connect<H: ClientHandler>(
                     server: name,
                     challenge: finding.challenge,
                 });
+            }
+            // A definitive "not this transport" answer (404/405/406/415 to the POST) from a `url` server: it may be
+            // the legacy HTTP+SSE transport. Auth failures and timeouts returned above, so they never fall back.
+            if finding.legacy_sse_candidate && !http.allow_legacy_sse {
+                tracing::info!(server = %name, status = ?finding.status, "Streamable HTTP refused; trying the legacy HTTP+SSE transport");
+                let legacy_name = name.clone();
+                return sse_legacy::connect(spec, client, url, auth, handler, deadline)
+                    .await
+                    .map_err(|e| legacy_fallback_failed(&legacy_name, finding.status, finding.hint, e));
             }
             let detail = auth.redactor.apply(&handshake::describe(&error));
             let hint = if finding.speaks_mcp {

@@ -1,5 +1,6 @@
-//! The legacy HTTP+SSE fallback (`type: "sse"`): a small loopback SSE server (GET /sse streams events, POST
-//! /messages takes client messages, POST /sse answers 405) bridged to a stdio fixture.
+//! The legacy HTTP+SSE fallback (`type: "sse"`, or a `url` server whose POST gets 404/405/406/415): a small
+//! loopback SSE server (GET /sse streams events, POST /messages takes client messages, POST /sse answers 405)
+//! bridged to a stdio fixture.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,20 +137,85 @@ async fn type_sse_falls_back_to_the_legacy_transport() {
 }
 
 #[tokio::test]
-async fn without_type_sse_there_is_no_fallback() {
+async fn without_type_sse_a_405_to_the_post_falls_back_to_the_legacy_transport() {
     let url = legacy_sse_server("/messages?session=1").await;
     let dir = tempfile::tempdir().unwrap();
-    let err = pimcp_actors::transport::connect(spec(sse_server("old2", &url, false), dir.path()), ())
+    let conn = pimcp_actors::transport::connect(spec(sse_server("old2", &url, false), dir.path()), ())
+        .await
+        .unwrap();
+    assert_eq!(conn.transport, TransportKind::LegacySse);
+    assert_eq!(whoami(&conn, None).await["server"], "mcp-fixture");
+    conn.close(Duration::from_secs(1)).await;
+}
+
+#[tokio::test]
+async fn a_404_from_something_that_is_no_mcp_server_names_both_attempts() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut sock = BufReader::new(sock);
+                if read_request(&mut sock).await.is_some() {
+                    let _ = sock
+                        .get_mut()
+                        .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                        .await;
+                }
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://{addr}/wrong-path");
+    let err = pimcp_actors::transport::connect(spec(sse_server("typo", &url, false), dir.path()), ())
         .await
         .unwrap_err();
     match &err {
         ConnectError::Http {
-            status: Some(405),
+            status: Some(404),
             hint,
             ..
-        } => assert!(hint.contains("legacy HTTP+SSE"), "{hint}"),
+        } => {
+            assert!(hint.contains("404 Not Found"), "{hint}");
+            assert!(hint.contains("legacy HTTP+SSE transport did not connect either"), "{hint}");
+        }
         other => panic!("unexpected {other}"),
     }
+}
+
+#[tokio::test]
+async fn a_401_never_falls_back_to_the_legacy_transport() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (seen_tx, mut seen) = mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let seen_tx = seen_tx.clone();
+            tokio::spawn(async move {
+                let mut sock = BufReader::new(sock);
+                if let Some((method, _, _)) = read_request(&mut sock).await {
+                    let _ = seen_tx.send(method);
+                    let _ = sock
+                        .get_mut()
+                        .write_all(
+                            b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"x\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        )
+                        .await;
+                }
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://{addr}/mcp");
+    let err = pimcp_actors::transport::connect(spec(sse_server("locked", &url, false), dir.path()), ())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ConnectError::NeedsAuth { .. }), "{err}");
+    let mut methods = Vec::new();
+    while let Ok(m) = seen.try_recv() {
+        methods.push(m);
+    }
+    assert!(!methods.is_empty() && methods.iter().all(|m| m == "POST"), "no legacy GET: {methods:?}");
 }
 
 #[tokio::test]
