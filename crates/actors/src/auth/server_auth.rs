@@ -124,6 +124,16 @@ impl AuthCore {
             .unwrap_or_default()
     }
 
+    /// The project directory `!command` OAuth secrets run in (pimcp's current directory before the runtime is
+    /// attached).
+    pub(crate) fn project_dir(&self) -> std::path::PathBuf {
+        self.shared
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .map(|shared| shared.project_dir.clone())
+            .unwrap_or_else(|| std::env::current_dir().unwrap_or_default())
+    }
+
     pub(crate) fn new(settings: &Settings, data_dir: &Path, options: AuthOptions) -> AuthCore {
         let http = match &options.http {
             Some(http) => Ok(http.clone()),
@@ -368,7 +378,8 @@ impl ServerAuth {
         value: &pimcp_config::SecretValue,
         process: &crate::process::ProcessOptions,
     ) -> Result<pimcp_config::Secret> {
-        match crate::transport::resolve_secret(&self.name, field.to_owned(), value, process).await {
+        let cwd = self.core.project_dir();
+        match crate::transport::resolve_secret(&self.name, field.to_owned(), value, process, &cwd).await {
             Ok(text) => Ok(pimcp_config::Secret::new(text)),
             Err(crate::transport::ConnectError::Secret { message, .. }) => Err(Error::Auth {
                 server: self.name.clone(),

@@ -60,7 +60,7 @@ pub(super) async fn resolve_auth(
         let resolved = handshake::bounded(
             deadline,
             &spec.cancel,
-            secrets::resolve(name, format!("headers.{key}"), value, &spec.process),
+            secrets::resolve(name, format!("headers.{key}"), value, &spec.process, &spec.project_dir),
         )
         .await
         .map_err(abort)??;
@@ -81,7 +81,7 @@ pub(super) async fn resolve_auth(
                 handshake::bounded(
                     deadline,
                     &spec.cancel,
-                    secrets::resolve(name, "bearerToken".into(), token, &spec.process),
+                    secrets::resolve(name, "bearerToken".into(), token, &spec.process, &spec.project_dir),
                 )
                 .await
                 .map_err(abort)??,

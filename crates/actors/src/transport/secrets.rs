@@ -40,12 +40,14 @@ impl Redactor {
 /// Resolves one secret-capable value; `!command`s run on a blocking thread (they may take up to 10 s) behind the
 /// guardian shim when there is one, so they never outlive pimcp. Dropping the future (the connect was cancelled or
 /// timed out, the runtime shuts down) kills the command's process group at once.
-/// `context` names the field in errors (`env.API_KEY`, `headers.Authorization`).
+/// `context` names the field in errors (`env.API_KEY`, `headers.Authorization`); a command runs in `cwd` (the
+/// server's working directory: its `cwd`, else the project directory).
 pub(crate) async fn resolve(
     server: &str,
     context: String,
     value: &SecretValue,
     process: &ProcessOptions,
+    cwd: &std::path::Path,
 ) -> Result<String, ConnectError> {
     match value {
         SecretValue::Plain(secret) => Ok(secret.expose().to_owned()),
@@ -56,6 +58,7 @@ pub(crate) async fn resolve(
             let options = ResolveOptions {
                 guardian: secret_guardian(process),
                 cancel: Some(cancel.0.clone()),
+                cwd: Some(cwd.to_path_buf()),
                 ..ResolveOptions::default()
             };
             let joined = tokio::task::spawn_blocking(move || value.resolve_with(&ctx, &options)).await;

@@ -55,7 +55,7 @@ pub(super) async fn connect<H: ClientHandler + Clone>(
         let resolved = handshake::bounded(
             deadline,
             &spec.cancel,
-            secrets::resolve(&name, format!("env.{key}"), value, &spec.process),
+            secrets::resolve(&name, format!("env.{key}"), value, &spec.process, &cwd),
         )
         .await
         .map_err(abort)??;

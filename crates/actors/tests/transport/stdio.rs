@@ -113,6 +113,35 @@ async fn cwd_defaults_to_the_project_dir_and_can_be_set() {
 }
 
 #[tokio::test]
+async fn a_secret_command_runs_in_the_servers_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().canonicalize().unwrap();
+    let sub = project.join("server-dir");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("token.txt"), "from-the-server-dir").unwrap();
+    std::fs::write(project.join("token.txt"), "from-the-project-dir").unwrap();
+    // A relative path in the command: it reads the file of the directory it runs in.
+    let mut t = stdio_transport(&[]);
+    t.env.insert("TOK".into(), SecretValue::Command("cat token.txt".into()));
+    t.cwd = Some(sub);
+    let conn = pimcp_actors::transport::connect(spec(server("in-cwd", Transport::Stdio(t)), &project), ())
+        .await
+        .unwrap();
+    // The fixture reports a variable's length, never its value: 19 and 20 bytes tell the two files apart.
+    assert_eq!(whoami(&conn, Some("TOK")).await["env"]["length"], "from-the-server-dir".len());
+    conn.close(Duration::from_secs(2)).await;
+
+    // Without `cwd`, the project directory.
+    let mut t = stdio_transport(&[]);
+    t.env.insert("TOK".into(), SecretValue::Command("cat token.txt".into()));
+    let conn = pimcp_actors::transport::connect(spec(server("in-project", Transport::Stdio(t)), &project), ())
+        .await
+        .unwrap();
+    assert_eq!(whoami(&conn, Some("TOK")).await["env"]["length"], "from-the-project-dir".len());
+    conn.close(Duration::from_secs(2)).await;
+}
+
+#[tokio::test]
 async fn a_missing_cwd_is_a_config_error() {
     let dir = tempfile::tempdir().unwrap();
     let mut t = stdio_transport(&[]);
