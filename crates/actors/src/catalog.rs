@@ -602,6 +602,7 @@ pub(crate) mod tests {
             include_tools: vec![],
             exclude_tools: vec![],
             hidden: false,
+            tool_exposure: Vec::new(),
             search_keywords: Default::default(),
             approve_tools: None,
             debug: false,

@@ -20,7 +20,7 @@ use crate::paths::{EnvMap, absolute, expand_tilde, expand_tilde_str};
 use crate::problems::Sink;
 use crate::raw::{
     RawApproveTools, RawAuth, RawAuthKind, RawDirectTools, RawOAuth, RawOAuthField, RawOutputGuard, RawServer,
-    RawSettings, RawTrace, RawType,
+    RawSettings, RawToolExposure, RawTrace, RawType,
 };
 
 /// What building needs besides the merged server.
@@ -232,6 +232,14 @@ pub(crate) fn build_server(merged: &MergedServer, ctx: &BuildCtx<'_>, sink: &mut
             .exposure
             .as_deref()
             .is_some_and(|e| e.eq_ignore_ascii_case("hidden")),
+        tool_exposure: match &raw.tool_exposure {
+            Some(RawToolExposure::PerTool(map)) => map
+                .iter()
+                .filter_map(|(tool, mode)| Some((tool.clone(), mode.as_str()?.to_ascii_lowercase())))
+                .collect(),
+            // A string was folded into `exposure` by the entry normalization.
+            Some(RawToolExposure::Mode(_)) | None => Vec::new(),
+        },
         search_keywords: raw.search_keywords.clone().unwrap_or_default(),
         approve_tools: raw.approve_tools.as_ref().map(approve_tools),
         debug: raw.debug.unwrap_or(false),

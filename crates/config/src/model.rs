@@ -315,6 +315,10 @@ pub struct ServerConfig {
     pub exclude_tools: Vec<String>,
     /// `hidden` exposure: proxy-only even if directTools says otherwise.
     pub hidden: bool,
+    /// `toolExposure` as a map, in file order: (original tool name or pattern with `*`, lower-cased mode). A tool's
+    /// entry (its exact name, else the first matching pattern) decides whether it is `hidden`; tools without one
+    /// follow `hidden`.
+    pub tool_exposure: Vec<(String, String)>,
     /// `{ "<tool|prefixed|glob>": ["keyword", …] }`: boosts search only.
     pub search_keywords: BTreeMap<String, Vec<String>>,
     pub approve_tools: Option<ApproveTools>,

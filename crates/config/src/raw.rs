@@ -160,7 +160,8 @@ pub struct RawServer {
     /// Alias of `includeTools` (which wins when both are set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_tools: Option<Vec<String>>,
-    /// Pi exposure per tool (accepted for compatibility). A string is read like `exposure`.
+    /// Exposure per tool: `{ "<original name or pattern>": "<mode>" }`; a tool whose mode is `hidden` is
+    /// proxy-only. A string is read like `exposure`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_exposure: Option<RawToolExposure>,
     /// Pi exposure mode; only `hidden` has an effect (the server's tools are proxy-only).
@@ -333,12 +334,13 @@ pub enum RawApproveTools {
     Globs(Vec<String>),
 }
 
-/// `toolExposure`: an exposure mode, or a map from tool name/glob to mode.
+/// `toolExposure`: an exposure mode, or a map from tool name/pattern to mode, in file order (among patterns the
+/// first match wins).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum RawToolExposure {
     Mode(String),
-    PerTool(BTreeMap<String, String>),
+    PerTool(serde_json::Map<String, serde_json::Value>),
 }
 
 /// Global settings.

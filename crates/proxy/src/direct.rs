@@ -1,13 +1,14 @@
-//! Direct tools (SPEC 6): upstream tools exposed beside `mcp` as first-class tools with their prefixed names and
-//! upstream schemas, chosen per server by `directTools` (`true` = every exposed tool including `read_<resource>`
-//! tools, a list = those original or prefixed names) or globally by `settings.directTools`, with `MCP_DIRECT_TOOLS`
-//! already folded into the config. Built from the catalog, so they come from the metadata cache without connecting.
-//! Hidden servers and servers that cannot start (disabled, untrusted, misconfigured) contribute none.
+//! Direct tools: upstream tools exposed beside `mcp` as first-class tools with their prefixed names and upstream
+//! schemas, chosen per server by `directTools` (`true` = every exposed tool including `read_<resource>` tools, a
+//! list = those original or prefixed names) or globally by `settings.directTools`, with `MCP_DIRECT_TOOLS` already
+//! folded into the config. Built from the catalog, so they come from the metadata cache without connecting. Tools
+//! that `exposure: "hidden"` or a per-tool `toolExposure` entry make proxy-only, and servers that cannot start
+//! (disabled, untrusted, misconfigured), contribute none.
 
 use std::sync::Arc;
 
-use pimcp_actors::{Catalog, CatalogTool};
-use pimcp_config::{Availability, Config, DirectTools};
+use pimcp_actors::{Catalog, CatalogTool, Glob};
+use pimcp_config::{Availability, Config, DirectTools, ServerConfig};
 use rmcp::model::Tool;
 
 use crate::tool_def::TOOL_NAME;
@@ -26,26 +27,20 @@ pub struct DirectTool {
 pub fn direct_tools(catalog: &Catalog, config: &Config) -> Vec<DirectTool> {
     let mut out = Vec::new();
     for cfg in &config.servers {
-        if cfg.hidden || cfg.availability != Availability::Available {
+        if !wants_direct_tools(cfg, config) {
             continue;
         }
-        let selection = cfg
-            .direct_tools
-            .clone()
-            .unwrap_or_else(|| config.settings.direct_tools.clone());
-        if selection == DirectTools::Off {
-            continue;
-        }
+        let selection = cfg.direct_tools.as_ref().unwrap_or(&config.settings.direct_tools);
         let Some(sc) = catalog.server(&cfg.name) else {
             continue;
         };
         for t in &sc.tools {
-            let chosen = match &selection {
+            let chosen = match selection {
                 DirectTools::Off => false,
                 DirectTools::All => true,
                 DirectTools::Listed(names) => names.iter().any(|n| *n == t.original || *n == t.name),
             };
-            if !chosen {
+            if !chosen || tool_hidden(cfg, &t.original) {
                 continue;
             }
             if t.name == TOOL_NAME {
@@ -59,6 +54,29 @@ pub fn direct_tools(catalog: &Catalog, config: &Config) -> Vec<DirectTool> {
         }
     }
     out
+}
+
+/// Whether the server `cfg` would contribute direct tools (its own `directTools`, else `settings.directTools`, and
+/// not every tool proxy-only), once its tools are known.
+pub fn wants_direct_tools(cfg: &ServerConfig, config: &Config) -> bool {
+    let selection = cfg.direct_tools.as_ref().unwrap_or(&config.settings.direct_tools);
+    *selection != DirectTools::Off
+        && !(cfg.hidden && cfg.tool_exposure.iter().all(|(_, mode)| mode == "hidden"))
+        && cfg.availability == Availability::Available
+}
+
+/// Whether `toolExposure`/`exposure` make the tool `original` proxy-only: its exact name wins, else the first
+/// pattern (`*` = any run) that matches, in file order; a tool with no entry follows the server's `exposure`.
+pub fn tool_hidden(cfg: &ServerConfig, original: &str) -> bool {
+    let entry = cfg.tool_exposure.iter().find(|(key, _)| key == original).or_else(|| {
+        cfg.tool_exposure
+            .iter()
+            .find(|(key, _)| Glob::new(key).matches(original))
+    });
+    match entry {
+        Some((_, mode)) => mode == "hidden",
+        None => cfg.hidden,
+    }
 }
 
 /// The host-facing definition: prefixed name, upstream description and input schema (minus `$schema`), title and

@@ -244,6 +244,9 @@ struct Inner {
     bridge: OnceLock<HostBridge>,
     /// An operator notice shown at the top of `mcp({})` (a configuration reload that was refused, …).
     notice: RwLock<Option<String>>,
+    /// Bumped by deliberate refreshes ([`Proxy::connect`], [`Proxy::reconfigure`]): a frozen direct-tool surface
+    /// is recomputed on them (see [`Proxy::deliberate_refreshes`]).
+    deliberate: tokio::sync::watch::Sender<u64>,
 }
 
 /// A compiled validator and the schema it was compiled from (compared by pointer).
@@ -288,6 +291,7 @@ impl Proxy {
                 output_validators: Mutex::new(HashMap::new()),
                 bridge,
                 notice: RwLock::new(None),
+                deliberate: tokio::sync::watch::Sender::new(0),
             }),
         };
         proxy.spawn_indexer();
@@ -381,7 +385,19 @@ impl Proxy {
             Err(p) => *p.into_inner() = Arc::new(config),
         }
         self.inner.config_generation.fetch_add(1, Ordering::SeqCst);
+        self.refreshed_deliberately();
         Ok(())
+    }
+
+    /// Counts deliberate refreshes: `mcp({connect})`/[`Proxy::connect`], a configuration reload, and the start-up
+    /// discovery of direct-tool servers ([`Proxy::discover_for_direct_tools`]). `freezeDirectTools` keeps the
+    /// direct-tool surface fixed except on these.
+    pub fn deliberate_refreshes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.deliberate.subscribe()
+    }
+
+    fn refreshed_deliberately(&self) {
+        self.inner.deliberate.send_modify(|n| *n += 1);
     }
 
     /// Parses the `arguments` of an `mcp` tool call and answers it; a parameter error is a `validation` result.
@@ -515,7 +531,9 @@ impl Proxy {
         if self.inner.runtime.catalog().server(server).is_none() {
             return Err(self.unknown_server(server));
         }
-        self.connect_and_wait(server, true).await?;
+        let connected = self.connect_and_wait(server, true).await;
+        self.refreshed_deliberately();
+        connected?;
         Ok(self.listing(server))
     }
 
@@ -576,41 +594,68 @@ impl Proxy {
     /// Once every server's metadata is cached this costs nothing. The `mcp` tool's search uses it; `search`
     /// itself stays offline (the CLI's `search` without `--connect`).
     pub async fn search_discovering(&self, query: &SearchQuery) -> std::result::Result<SearchOutcome, ProxyError> {
-        use futures::StreamExt as _;
         // An unknown `server` has no cold servers; `search` answers it.
-        let deadline = self.config().settings.discovery_timeout;
-        let cold = if deadline.is_zero() {
-            Vec::new()
-        } else {
-            self.cold_servers(query.server.as_deref())
-        };
-        if !cold.is_empty() {
-            let span = tracing::info_span!("cold_discovery", servers = cold.len());
-            let connects = futures::stream::iter(cold)
-                .map(|server| async move {
-                    if let Err(e) = self.connect_and_wait(&server, false).await {
-                        tracing::debug!(%server, error = %e.message, "cold discovery: the server did not connect");
-                    }
-                })
-                .buffer_unordered(COLD_DISCOVERY_CONCURRENCY)
-                .collect::<Vec<()>>();
-            if tokio::time::timeout(deadline, connects).instrument(span).await.is_err() {
-                tracing::debug!("cold discovery: deadline reached; the rest keep connecting");
-            }
-        }
+        let server = query.server.as_deref();
+        self.discover_cold(|name| server.is_none_or(|s| s == name)).await;
         self.search(query)
     }
 
-    /// Startable servers of which nothing is known yet: never connected with nothing cached, or connecting for
-    /// the first time. At most [`COLD_DISCOVERY_MAX`], in name order.
-    fn cold_servers(&self, only: Option<&str>) -> Vec<String> {
+    /// Cold discovery at start for a direct-tool surface: the servers that would contribute direct tools and of
+    /// which nothing is known are connected with the bounds of [`Proxy::search_discovering`], so that their tools
+    /// reach the host (announced with `tools/list_changed`) in the first session. Counts as a deliberate refresh
+    /// when it connected anything. Returns the servers it tried.
+    pub async fn discover_for_direct_tools(&self) -> Vec<String> {
+        let config = self.config();
+        let tried = self
+            .discover_cold(|name| {
+                config
+                    .server(name)
+                    .is_some_and(|cfg| crate::direct::wants_direct_tools(cfg, &config))
+            })
+            .await;
+        if !tried.is_empty() {
+            self.refreshed_deliberately();
+        }
+        tried
+    }
+
+    /// Connects the cold servers `wanted` selects ([`Proxy::cold_servers`]), [`COLD_DISCOVERY_CONCURRENCY`] at
+    /// once, waiting at most `settings.discoveryTimeout` (zero: nothing is connected). Returns the servers tried.
+    async fn discover_cold(&self, wanted: impl Fn(&str) -> bool) -> Vec<String> {
+        use futures::StreamExt as _;
+        let deadline = self.config().settings.discovery_timeout;
+        if deadline.is_zero() {
+            return Vec::new();
+        }
+        let cold = self.cold_servers(wanted);
+        if cold.is_empty() {
+            return cold;
+        }
+        let span = tracing::info_span!("cold_discovery", servers = cold.len());
+        let connects = futures::stream::iter(cold.clone())
+            .map(|server| async move {
+                if let Err(e) = self.connect_and_wait(&server, false).await {
+                    tracing::debug!(%server, error = %e.message, "cold discovery: the server did not connect");
+                }
+            })
+            .buffer_unordered(COLD_DISCOVERY_CONCURRENCY)
+            .collect::<Vec<()>>();
+        if tokio::time::timeout(deadline, connects).instrument(span).await.is_err() {
+            tracing::debug!("cold discovery: deadline reached; the rest keep connecting");
+        }
+        cold
+    }
+
+    /// Startable servers `wanted` selects of which nothing is known yet: never connected with nothing cached, or
+    /// connecting for the first time. At most [`COLD_DISCOVERY_MAX`], in name order.
+    fn cold_servers(&self, wanted: impl Fn(&str) -> bool) -> Vec<String> {
         let snapshot = self.inner.runtime.status();
         let catalog = self.inner.runtime.catalog();
         let now = SystemTime::now();
         snapshot
             .servers
             .iter()
-            .filter(|s| only.is_none_or(|o| o == s.name))
+            .filter(|s| wanted(&s.name))
             .filter(|s| {
                 let sc = catalog.server(&s.name);
                 match state_of(s, sc, now) {

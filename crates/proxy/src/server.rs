@@ -1,6 +1,6 @@
 //! `pimcp-run` as an MCP server: a hand-written rmcp `ServerHandler` ([`ProxyServer`]) exposing the `mcp` tool plus
 //! direct tools, upstream prompts (`<server>_<prompt>`) and resources, with `list_changed` notifications when that
-//! surface changes (tools only while not frozen). [`serve`] runs it over any transport (the HTTP mode reuses it);
+//! surface changes (direct tools of a frozen surface only on deliberate refreshes). [`serve`] runs it over any transport (the HTTP mode reuses it);
 //! [`serve_stdio`] / [`run_stdio`] run the stdio entry point with signal handling and a bounded runtime shutdown.
 //! Shutdown is graceful: the first SIGINT/SIGTERM (or [`ServeOptions::with_shutdown_token`]) refuses new calls,
 //! waits up to [`ServeOptions::drain_bound`] for calls in flight, then closes the servers; a second signal skips the
@@ -327,6 +327,8 @@ impl ProxyServer {
         }
     }
 
+    /// Watches the catalog and the proxy's deliberate refreshes, and recomputes the surface after each burst. On
+    /// a fresh install, servers with direct tools and nothing cached are discovered in the background first.
     fn spawn_watcher(&self) {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return;
@@ -334,11 +336,14 @@ impl ProxyServer {
         let weak: Weak<ServerInner> = Arc::downgrade(&self.inner);
         let stop = self.inner.stop.clone();
         let mut rx = self.inner.proxy.runtime().catalog_watch();
+        let mut deliberate = self.inner.proxy.deliberate_refreshes();
+        let mut deliberate_seen = *deliberate.borrow_and_update();
         handle.spawn(async move {
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     changed = rx.changed() => if changed.is_err() { return },
+                    changed = deliberate.changed() => if changed.is_err() { return },
                 }
                 // Coalesce bursts: wait for a quiet moment, then read the latest snapshot.
                 loop {
@@ -346,24 +351,40 @@ impl ProxyServer {
                         _ = stop.cancelled() => return,
                         _ = tokio::time::sleep(SURFACE_DEBOUNCE) => break,
                         changed = rx.changed() => if changed.is_err() { return },
+                        changed = deliberate.changed() => if changed.is_err() { return },
                     }
                 }
                 rx.borrow_and_update();
+                // A deliberate refresh in this burst lets a frozen surface take the catalog as it is now.
+                let now = *deliberate.borrow_and_update();
+                let deliberately = now != deliberate_seen;
+                deliberate_seen = now;
                 let Some(inner) = weak.upgrade() else { return };
-                ProxyServer { inner }.refresh_surface().await;
+                ProxyServer { inner }.refresh_surface(deliberately).await;
+            }
+        });
+        let proxy = self.inner.proxy.clone();
+        let stop = self.inner.stop.clone();
+        handle.spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                tried = proxy.discover_for_direct_tools() => if !tried.is_empty() {
+                    tracing::debug!(servers = ?tried, "discovered the direct-tool servers nothing was cached of");
+                },
             }
         });
     }
 
-    /// Recomputes the surface and notifies every host of what changed.
-    async fn refresh_surface(&self) {
+    /// Recomputes the surface and notifies every host of what changed. A frozen surface keeps its direct tools
+    /// unless the refresh is `deliberate`.
+    async fn refresh_surface(&self, deliberate: bool) {
         let mut next = compute_surface(&self.inner.proxy);
         let (tools_changed, prompts_changed, resources_changed) = {
             let mut current = match self.inner.surface.write() {
                 Ok(g) => g,
                 Err(p) => p.into_inner(),
             };
-            if self.inner.frozen {
+            if self.inner.frozen && !deliberate {
                 next.direct = current.direct.clone();
                 next.by_name = current.by_name.clone();
             }
@@ -467,7 +488,7 @@ fn compute_surface(proxy: &Proxy) -> Surface {
 impl ServerHandler for ProxyServer {
     #[allow(deprecated)] // `logging` is SEP-2577-deprecated but still declared to 2025-11-25 hosts
     fn get_info(&self) -> ServerConfig {
-        let mut capabilities = ServerCapabilities::builder()
+        let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_prompts()
@@ -476,11 +497,6 @@ impl ServerHandler for ProxyServer {
             .enable_resources_list_changed()
             .enable_logging()
             .build();
-        if self.inner.frozen
-            && let Some(tools) = capabilities.tools.as_mut()
-        {
-            tools.list_changed = None;
-        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
             .with_instructions(
@@ -522,17 +538,13 @@ impl ServerHandler for ProxyServer {
 
     fn accepted_subscription_filter(&self, _requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
         // rmcp intersects this with what was requested and what `get_info` advertises.
-        let filter = if self.inner.frozen {
-            SubscriptionFilter::builder()
-                .prompts_list_changed()
-                .resources_list_changed()
-        } else {
+        Some(
             SubscriptionFilter::builder()
                 .tools_list_changed()
                 .prompts_list_changed()
                 .resources_list_changed()
-        };
-        Some(filter.build())
+                .build(),
+        )
     }
 
     async fn listen(&self, context: SubscriptionContext) -> std::result::Result<(), ErrorData> {

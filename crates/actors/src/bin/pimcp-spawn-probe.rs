@@ -36,6 +36,7 @@ fn server(command: String, args: Vec<String>, env: BTreeMap<String, SecretValue>
         include_tools: Vec::new(),
         exclude_tools: Vec::new(),
         hidden: false,
+        tool_exposure: Vec::new(),
         search_keywords: BTreeMap::new(),
         approve_tools: None,
         debug: false,

@@ -177,7 +177,10 @@ async fn a_404_from_something_that_is_no_mcp_server_names_both_attempts() {
             ..
         } => {
             assert!(hint.contains("404 Not Found"), "{hint}");
-            assert!(hint.contains("legacy HTTP+SSE transport did not connect either"), "{hint}");
+            assert!(
+                hint.contains("legacy HTTP+SSE transport did not connect either"),
+                "{hint}"
+            );
         }
         other => panic!("unexpected {other}"),
     }
@@ -215,7 +218,10 @@ async fn a_401_never_falls_back_to_the_legacy_transport() {
     while let Ok(m) = seen.try_recv() {
         methods.push(m);
     }
-    assert!(!methods.is_empty() && methods.iter().all(|m| m == "POST"), "no legacy GET: {methods:?}");
+    assert!(
+        !methods.is_empty() && methods.iter().all(|m| m == "POST"),
+        "no legacy GET: {methods:?}"
+    );
 }
 
 #[tokio::test]

@@ -128,7 +128,10 @@ async fn a_secret_command_runs_in_the_servers_working_directory() {
         .await
         .unwrap();
     // The fixture reports a variable's length, never its value: 19 and 20 bytes tell the two files apart.
-    assert_eq!(whoami(&conn, Some("TOK")).await["env"]["length"], "from-the-server-dir".len());
+    assert_eq!(
+        whoami(&conn, Some("TOK")).await["env"]["length"],
+        "from-the-server-dir".len()
+    );
     conn.close(Duration::from_secs(2)).await;
 
     // Without `cwd`, the project directory.
@@ -137,7 +140,10 @@ async fn a_secret_command_runs_in_the_servers_working_directory() {
     let conn = pimcp_actors::transport::connect(spec(server("in-project", Transport::Stdio(t)), &project), ())
         .await
         .unwrap();
-    assert_eq!(whoami(&conn, Some("TOK")).await["env"]["length"], "from-the-project-dir".len());
+    assert_eq!(
+        whoami(&conn, Some("TOK")).await["env"]["length"],
+        "from-the-project-dir".len()
+    );
     conn.close(Duration::from_secs(2)).await;
 }
 

@@ -41,6 +41,7 @@ pub fn server(name: &str, transport: Transport) -> ServerConfig {
         include_tools: Vec::new(),
         exclude_tools: Vec::new(),
         hidden: false,
+        tool_exposure: Vec::new(),
         search_keywords: BTreeMap::new(),
         approve_tools: None,
         debug: false,

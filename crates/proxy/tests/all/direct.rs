@@ -1,5 +1,6 @@
-//! Direct tools: registered from the metadata cache without connecting, called like `mcp` calls, and the host told
-//! with `notifications/tools/list_changed` when the surface changes (unless frozen).
+//! Direct tools: registered from the metadata cache without connecting (on a fresh install, discovered in the
+//! background at start), called like `mcp` calls, per-tool `toolExposure`, and the host told with
+//! `notifications/tools/list_changed` when the surface changes (a frozen surface: only on deliberate refreshes).
 
 use std::sync::Arc;
 
@@ -90,8 +91,36 @@ async fn listed_direct_tools_disabled_proxy_and_no_resources() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_install_discovers_direct_tool_servers_at_start_and_announces_their_tools() {
+    let mut fx = stdio(&["--event-log", "{dir}/fx.log", "--hold-tools-list", "{dir}/hold"]);
+    fx["directTools"] = json!(true);
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let hold = dir.path().join("hold");
+    std::fs::write(&hold, "").unwrap();
+    let env = start_in(dir, json!({ "mcpServers": { "fx": fx } })).await;
+    // The held tools/list keeps the start-up discovery from finishing before the host has initialized.
+    let session = connect(env.server(), TestHost::plain()).await;
+    assert_eq!(session.tool_names().await, ["mcp"], "nothing cached yet");
+    let probe = session.probe.clone();
+    std::fs::remove_file(&hold).unwrap();
+    wait_until("tools/list_changed after the start-up discovery", DEADLINE, || {
+        Probe::n(&probe.tools_changed) >= 1
+    })
+    .await;
+    let names = session.tool_names().await;
+    assert!(names.iter().any(|n| n == "fx_echo"), "{names:?}");
+    // Nobody asked for fx: pimcp connected it once, by itself.
+    assert_eq!(count_events(&env.path("fx.log"), "start", None), 1);
+    let r = session.call("fx_echo", json!({ "text": "first session" })).await;
+    assert_eq!(text_of(&r), "first session");
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_is_told_when_the_direct_surface_changes() {
-    let env = start(config(json!({}), json!({ "directTools": true }))).await;
+    // No start-up discovery: the connect below is what fills the surface.
+    let env = start(config(json!({ "discoveryTimeout": 0 }), json!({ "directTools": true }))).await;
     let session = connect(env.server(), TestHost::plain()).await;
     assert_eq!(session.tool_names().await, ["mcp"], "nothing cached yet");
     let probe = session.probe.clone();
@@ -121,28 +150,110 @@ async fn the_host_is_told_when_the_direct_surface_changes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_frozen_surface_never_changes() {
-    let env = start(config(
-        json!({ "freezeDirectTools": true }),
+async fn a_frozen_surface_changes_only_on_deliberate_refreshes() {
+    let mut other = stdio(&["--name", "other"]);
+    other["directTools"] = json!(false);
+    let mut cfg = config(
+        json!({ "freezeDirectTools": true, "discoveryTimeout": 0 }),
         json!({ "directTools": true }),
-    ))
-    .await;
+    );
+    cfg["mcpServers"]["other"] = other;
+    let env = start(cfg).await;
     let session = connect(env.server(), TestHost::plain()).await;
     let info = session.client.peer().peer_info().unwrap();
-    let tools_cap = info.capabilities.tools.clone().unwrap();
     assert_eq!(
-        tools_cap.list_changed, None,
-        "a frozen surface does not announce list_changed"
+        info.capabilities.tools.clone().unwrap().list_changed,
+        Some(true),
+        "deliberate refreshes are announced"
     );
     let probe = session.probe.clone();
+    assert_eq!(session.tool_names().await, ["mcp"]);
+
+    // A deliberate connect updates the frozen surface.
     session.mcp(json!({ "connect": "fx" })).await;
-    // The prompt list (not frozen) changing proves the watcher ran; the tool list stayed put.
-    wait_until("prompts/list_changed after discovery", DEADLINE, || {
-        Probe::n(&probe.prompts_changed) >= 1
+    wait_until("tools/list_changed after mcp({connect})", DEADLINE, || {
+        Probe::n(&probe.tools_changed) >= 1
     })
     .await;
-    assert_eq!(Probe::n(&probe.tools_changed), 0);
-    assert_eq!(session.tool_names().await, ["mcp"]);
+    assert!(session.tool_names().await.iter().any(|n| n == "fx_echo"));
+    let announced = Probe::n(&probe.tools_changed);
+
+    // An upstream change does not, once pimcp has seen it: connecting `other` (not deliberately; its prompts are
+    // not frozen) makes the watcher run again with fx_brand_new in the catalog.
+    let r = session.call("fx_add_tool", json!({ "name": "brand_new" })).await;
+    assert_eq!(r.is_error, Some(false), "{}", text_of(&r));
+    wait_until("fx_brand_new in the catalog", DEADLINE, || {
+        env.proxy.runtime().catalog().get("fx_brand_new").is_some()
+    })
+    .await;
+    let prompts_seen = Probe::n(&probe.prompts_changed);
+    env.proxy.runtime().connect("other").await.unwrap();
+    wait_until("prompts/list_changed after other connected", DEADLINE, || {
+        Probe::n(&probe.prompts_changed) > prompts_seen
+    })
+    .await;
+    let names = session.tool_names().await;
+    assert!(!names.iter().any(|n| n == "fx_brand_new"), "frozen: {names:?}");
+    assert_eq!(Probe::n(&probe.tools_changed), announced);
+
+    // The next deliberate refresh takes it in: a configuration reload (the same file; fx keeps running, with the
+    // tool it added).
+    env.proxy.reconfigure(env.config.clone()).await.unwrap();
+    wait_until("tools/list_changed after the reload", DEADLINE, || {
+        Probe::n(&probe.tools_changed) > announced
+    })
+    .await;
+    assert!(session.tool_names().await.iter().any(|n| n == "fx_brand_new"));
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_exposure_makes_single_tools_proxy_only() {
+    let dir = Arc::new(tempfile::tempdir().unwrap());
+    let env = start_in(dir.clone(), config(json!({}), json!({}))).await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    env.shutdown().await;
+
+    // An exact name wins over patterns; among patterns the first match wins.
+    let env = start_in(
+        dir.clone(),
+        config(
+            json!({}),
+            json!({ "directTools": true, "toolExposure": { "a*": "hidden", "add": "direct", "e*": "hidden", "ec*": "direct" } }),
+        ),
+    )
+    .await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    let names = session.tool_names().await;
+    assert!(names.iter().any(|n| n == "fx_add"), "exact name wins: {names:?}");
+    assert!(
+        !names.iter().any(|n| n == "fx_echo"),
+        "first matching pattern wins: {names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n == "fx_fail"),
+        "no entry: the server's exposure: {names:?}"
+    );
+    // Proxy-only tools are still reached through mcp.
+    let r = env
+        .mcp(json!({ "tool": "fx_echo", "args": { "text": "via mcp" } }))
+        .await;
+    assert_eq!(r.text(), "via mcp");
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+
+    // `exposure: "hidden"`: only the tools listed with another mode are direct.
+    let env = start_in(
+        dir,
+        config(
+            json!({}),
+            json!({ "directTools": true, "exposure": "hidden", "toolExposure": { "echo": "direct" } }),
+        ),
+    )
+    .await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    assert_eq!(session.tool_names().await, ["mcp", "fx_echo"]);
     session.client.cancel().await.unwrap();
     env.shutdown().await;
 }
