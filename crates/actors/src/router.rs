@@ -191,14 +191,34 @@ impl RouterActor {
             Resolution::UnknownServer(server) => Ok(Err(Error::UnknownServer { server })),
             Resolution::NeedsDiscovery(servers) if !attempt.discovered => Err(servers),
             Resolution::NeedsDiscovery(servers) => {
-                // Discovery was tried and failed for these: report why rather than "unknown tool".
-                if let Some((_, e)) = attempt.errors.iter().find(|(s, _)| servers.contains(s)) {
+                // Discovery was tried and failed for these: report why rather than "unknown tool", unless the name's
+                // prefix points at a server whose tools are known. Then a typo of one of its tools is "unknown
+                // tool" with its suggestions, not the connect error of an unrelated server that could not be asked.
+                let live_implied = catalog.implied_servers(name).into_iter().find(|s| {
+                    !servers.contains(s)
+                        && catalog
+                            .server(s)
+                            .is_some_and(|sc| sc.available && sc.source == Some(MetadataSource::Live))
+                });
+                if live_implied.is_none()
+                    && let Some((_, e)) = attempt.errors.iter().find(|(s, _)| servers.contains(s))
+                {
                     return Ok(Err(e.clone()));
                 }
+                let (implied, available) = match live_implied.as_deref().and_then(|s| catalog.server(s)) {
+                    Some(sc) => (
+                        Some(sc.server.clone()),
+                        sc.tools.iter().map(|t| t.name.clone()).collect(),
+                    ),
+                    None => (None, Vec::new()),
+                };
                 Ok(Err(Error::UnknownTool {
                     name: name.to_owned(),
-                    server: server.map(str::to_owned).or_else(|| servers.first().cloned()),
-                    available: Vec::new(),
+                    server: server
+                        .map(str::to_owned)
+                        .or(implied)
+                        .or_else(|| servers.first().cloned()),
+                    available,
                     suggestions: catalog.suggestions(name),
                 }))
             }

@@ -352,6 +352,31 @@ async fn a_mistyped_tool_starts_a_bounded_number_of_uncached_servers() {
     env.shutdown().await;
 }
 
+/// A typo of a known server's tool is "unknown tool" with suggestions, even when another configured server cannot
+/// start (its connect error used to be the answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typo_of_a_known_servers_tool_is_unknown_tool_while_another_server_is_broken() {
+    let env = start(json!({ "mcpServers": {
+        "fx": stdio(&[]),
+        "broken": { "command": "{dir}/no-such-server" },
+    }}))
+    .await;
+    // The session's first search: fx is discovered, broken fails to start.
+    assert_ok(&env.mcp(json!({ "search": "echo" })).await);
+    let r = env.mcp(json!({ "tool": "fx_ecoh", "args": { "text": "x" } })).await;
+    assert_error(&r, "unknown-tool");
+    let text = r.text();
+    assert!(text.contains("fx_echo"), "suggests the tool: {text}");
+    assert!(
+        !text.contains("no-such-server"),
+        "not the broken server's error: {text}"
+    );
+    // A name that points at the broken server still says why it cannot be reached.
+    let r = env.mcp(json!({ "tool": "broken_echo", "args": {} })).await;
+    assert_error(&r, "connection");
+    env.shutdown().await;
+}
+
 /// pimcp's own texts go through the output guard like upstream results: a list longer than the limit is cut and
 /// saved in full to a spill file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
