@@ -58,6 +58,7 @@ fn tool(original: &str, resource_uri: Option<&str>) -> CatalogTool {
         output_schema: None,
         annotations: None,
         resource_uri: resource_uri.map(str::to_owned),
+        meta: None,
     }
 }
 

@@ -141,9 +141,24 @@ pub struct CatalogTool {
     /// `Some(uri)` for a resource exposed as a tool: calling it reads the resource.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resource_uri: Option<String>,
+    /// The upstream `_meta` (MCP Apps' `ui`, vendor keys), passed on with direct tools.
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Box<MetaObject>>,
 }
 
 impl CatalogTool {
+    /// Whether MCP Apps' `_meta.ui.visibility` leaves the model out (`["app"]`): such a tool is for the host's app
+    /// view only, so it is neither a direct tool nor a search result.
+    pub fn app_only(&self) -> bool {
+        let visibility = self
+            .meta
+            .as_ref()
+            .and_then(|m| m.0.get("ui"))
+            .and_then(|ui| ui.get("visibility"))
+            .and_then(serde_json::Value::as_array);
+        visibility.is_some_and(|v| !v.iter().any(|x| x.as_str() == Some("model")))
+    }
+
     /// The input schema, parsed on first use when it came from the metadata cache. A cached schema that is not a
     /// JSON object is an error naming this server and tool (other tools are unaffected).
     pub fn input_schema(&self) -> Result<Arc<JsonObject>> {
@@ -299,6 +314,7 @@ impl Catalog {
                         output_schema: t.output_schema.clone(),
                         annotations: t.annotations.clone(),
                         resource_uri: None,
+                        meta: t.meta.clone(),
                     }));
                 }
                 if cfg.expose_resources {
@@ -320,6 +336,7 @@ impl Catalog {
                             output_schema: None,
                             annotations: None,
                             resource_uri: Some(r.uri.clone()),
+                            meta: None,
                         }));
                     }
                 }

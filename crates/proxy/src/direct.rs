@@ -40,7 +40,7 @@ pub fn direct_tools(catalog: &Catalog, config: &Config) -> Vec<DirectTool> {
                 DirectTools::All => true,
                 DirectTools::Listed(names) => names.iter().any(|n| *n == t.original || *n == t.name),
             };
-            if !chosen || tool_hidden(cfg, &t.original) {
+            if !chosen || tool_hidden(cfg, &t.original) || t.app_only() {
                 continue;
             }
             if t.name == TOOL_NAME {
@@ -79,8 +79,9 @@ pub fn tool_hidden(cfg: &ServerConfig, original: &str) -> bool {
     }
 }
 
-/// The host-facing definition: prefixed name, upstream description and input schema (minus `$schema`), title and
-/// annotations. No output schema: results are rendered text, as for `mcp`.
+/// The host-facing definition: prefixed name, upstream description, input schema (minus `$schema`), output
+/// schema, title, annotations and `_meta`. A call's result keeps the upstream `structuredContent` beside the
+/// rendered text (unless the output guard cut the text), so an output schema stays truthful.
 pub fn definition(t: &CatalogTool) -> Tool {
     let mut schema = t.input_schema().map(|s| (*s).clone()).unwrap_or_else(|e| {
         tracing::warn!(error = %e, "registering the direct tool without its schema");
@@ -97,5 +98,10 @@ pub fn definition(t: &CatalogTool) -> Tool {
     );
     tool.title = t.title.as_deref().map(str::to_owned);
     tool.annotations = t.annotations.as_deref().cloned();
+    tool.output_schema = t.output_schema().unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "registering the direct tool without its output schema");
+        None
+    });
+    tool.meta = t.meta.as_deref().cloned();
     tool
 }

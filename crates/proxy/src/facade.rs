@@ -921,7 +921,7 @@ impl Proxy {
             searched.insert(sc.server.clone());
             let cfg = config.server(&sc.server);
             let rules = keyword_rules(cfg);
-            for t in &sc.tools {
+            for t in sc.tools.iter().filter(|t| !t.app_only()) {
                 docs.push(tool_doc(t, &apply_rules(&rules, t, cfg, &config), &config));
             }
         }

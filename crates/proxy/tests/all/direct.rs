@@ -41,6 +41,8 @@ async fn direct_tools_come_from_the_cache_without_connecting() {
     let echo = tools.iter().find(|t| t.name == "fx_echo").unwrap();
     assert!(echo.input_schema.contains_key("properties"));
     assert!(echo.output_schema.is_none());
+    assert_eq!(echo.title.as_deref(), Some("Echo"));
+    assert_eq!(echo.annotations.as_ref().and_then(|a| a.read_only_hint), Some(true));
 
     // Calling a direct tool connects lazily and renders like the proxy does.
     let r = session.call("fx_echo", json!({ "text": "direct" })).await;
@@ -270,6 +272,34 @@ async fn mcp_direct_tools_overrides_the_config() {
     env.mcp(json!({ "connect": "fx" })).await;
     let session = connect(env.server(), TestHost::plain()).await;
     assert_eq!(session.tool_names().await, ["mcp", "fx_echo"]);
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_tools_keep_output_schema_and_meta_and_app_only_tools_stay_with_the_app() {
+    let mut fx = stdio(&["--app-tools"]);
+    fx["directTools"] = json!(true);
+    let env = start(json!({ "settings": { "discoveryTimeout": 0 }, "mcpServers": { "fx": fx } })).await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    let tools = session.client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert!(!names.contains(&"fx_open_panel"), "app-only: {names:?}");
+    let data = tools.iter().find(|t| t.name == "fx_panel_data").unwrap();
+    let meta = data.meta.as_ref().expect("the upstream _meta");
+    assert_eq!(meta.0["ui"]["resourceUri"], "ui://fixture/panel");
+
+    // The output schema is passed on, and the result carries the structured value it describes.
+    let add = tools.iter().find(|t| t.name == "fx_add").unwrap();
+    assert!(add.output_schema.as_ref().is_some_and(|s| s.contains_key("properties")));
+    let r = session.call("fx_add", json!({ "a": 2, "b": 3 })).await;
+    assert_eq!(r.structured_content, Some(json!({ "sum": 5 })), "{}", text_of(&r));
+
+    // The model's search does not offer the app-only tool either.
+    let text = env.mcp(json!({ "search": "panel" })).await.text();
+    assert!(text.contains("fx_panel_data"), "{text}");
+    assert!(!text.contains("fx_open_panel"), "{text}");
     session.client.cancel().await.unwrap();
     env.shutdown().await;
 }
