@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::{Daemon, HOST_ROOT_URI, Mcp, Sandbox, eventually, everything_js, free_port, node, wait_for_port};
+use crate::support::{
+    Daemon, HOST_ROOT_URI, Mcp, Sandbox, eventually, everything_js, fixture, free_port, node, wait_for_port,
+};
 
 /// Tools server-everything always has, plus those it registers after initialize for a client with roots (pimcp
 /// advertises roots, sampling and elicitation upstream because its host bridge can forward them).
@@ -40,6 +42,32 @@ async fn server_everything_over_stdio_through_the_mcp_tool() {
     }));
     let mcp = sandbox.serve().await;
     exercise(&mcp, &sandbox, None).await;
+    mcp.close().await;
+}
+
+/// A fresh install with three servers nothing is known of: the host's first search finds a tool of each, and the
+/// next call reaches it (search, then call: two calls per tool).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_search_on_a_cold_cache_finds_the_tools_of_every_server() {
+    let sandbox = Sandbox::new(json!({
+        "alpha": { "command": fixture(), "args": ["--name", "alpha"] },
+        "beta": { "command": fixture(), "args": ["--name", "beta", "--tools", "20"] },
+        "everything": { "command": node(), "args": [everything_js(), "stdio"] },
+    }));
+    let mcp = sandbox.serve().await;
+    let text = mcp.ok(json!({ "search": "echo" })).await;
+    for tool in ["alpha_echo", "beta_echo", "everything_echo"] {
+        assert!(text.contains(tool), "{tool} missing from the first search:\n{text}");
+    }
+    assert_eq!(
+        mcp.ok(json!({ "tool": "everything_echo", "args": { "message": "cold" } }))
+            .await,
+        "Echo: cold"
+    );
+    assert_eq!(
+        mcp.ok(json!({ "tool": "beta_echo", "args": { "text": "cold" } })).await,
+        "cold"
+    );
     mcp.close().await;
 }
 
