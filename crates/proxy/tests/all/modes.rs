@@ -352,6 +352,25 @@ async fn a_mistyped_tool_starts_a_bounded_number_of_uncached_servers() {
     env.shutdown().await;
 }
 
+/// The first search of a session with 10,000 configured servers and nothing cached connects at most
+/// `COLD_DISCOVERY_MAX` of them, and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_search_over_ten_thousand_servers_starts_at_most_the_bound() {
+    let servers: serde_json::Map<String, serde_json::Value> = (0..10_000)
+        .map(|i| (format!("srv{i:05}"), stdio(&["--event-log", "{dir}/all.log"])))
+        .collect();
+    let env = start(json!({ "mcpServers": servers })).await;
+    let r = env.mcp(json!({ "search": "echo" })).await;
+    assert_ok(&r);
+    assert!(r.text().contains("srv00000_echo"), "{}", r.text());
+    let started = count_events(&env.path("all.log"), "start", None);
+    assert!(
+        (1..=pimcp_proxy::COLD_DISCOVERY_MAX).contains(&started),
+        "{started} servers started for one search"
+    );
+    env.shutdown().await;
+}
+
 /// A typo of a known server's tool is "unknown tool" with suggestions, even when another configured server cannot
 /// start (its connect error used to be the answer).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
