@@ -61,6 +61,32 @@ async fn code_flow_with_dynamic_registration_and_pkce() {
 }
 
 #[tokio::test]
+async fn client_metadata_and_authorization_params_reach_the_authorization_server() {
+    let fake = start(FakeAsConfig::default()).await;
+    let config = OAuthConfig {
+        client_name: Some("Acme agent".into()),
+        client_uri: Some("https://acme.example/agent".into()),
+        logo_uri: Some("https://acme.example/logo.png".into()),
+        authorization_params: [("prompt", "consent"), ("audience", "mcp"), ("state", "planted")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        ..OAuthConfig::default()
+    };
+    let client = client(&fake, config);
+    crate::support::login(&client).await;
+    let registration = &fake.registrations()[0];
+    assert_eq!(registration["client_name"], "Acme agent");
+    assert_eq!(registration["client_uri"], "https://acme.example/agent");
+    assert_eq!(registration["logo_uri"], "https://acme.example/logo.png");
+    let authorize = &fake.authorize_requests()[0];
+    assert_eq!(authorize["prompt"], "consent");
+    assert_eq!(authorize["audience"], "mcp");
+    // A reserved parameter is never replaced by an extra one (the login above completed with pimcp's own state).
+    assert_ne!(authorize["state"], "planted");
+}
+
+#[tokio::test]
 async fn stored_registration_is_reused_for_the_next_login() {
     let fake = start(FakeAsConfig::default()).await;
     let client = client(&fake, OAuthConfig::default());
