@@ -389,6 +389,36 @@ async fn keep_alive_server_comes_back_by_itself_after_a_crash() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lazy_keep_alive_waits_for_first_use_then_comes_back_by_itself_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("lka.log");
+    let config = json!({"mcpServers": {"lka": {
+        "command": fixture(),
+        "args": ["--event-log", log.to_str().unwrap()],
+        "lifecycle": "lazy-keep-alive",
+    }}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    // Lazy: nothing runs until the first use.
+    assert_eq!(state_of(&rt, "lka"), ServerState::Cached);
+    assert!(!log.exists() || mcp_fixture::read_event_log(&log).is_empty());
+    let out = rt
+        .call("lka_echo", args(json!({"text": "first use"})), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "first use");
+    let pid = rt.status().server("lka").unwrap().pid.unwrap();
+    // Kept alive from then on: a crash is repaired without a user call.
+    let _ = rt.call("lka_crash", None, CallOptions::default()).await.unwrap_err();
+    wait_until("respawned without a user call", Duration::from_secs(20), || {
+        let st = rt.status();
+        let s = st.server("lka").unwrap();
+        s.state == ServerState::Ready && s.pid.is_some_and(|p| p != pid)
+    })
+    .await;
+    rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_with_twenty_servers_and_calls_in_flight_is_bounded_and_leaves_no_process() {
     let dir = tempfile::tempdir().unwrap();
     let mut servers = serde_json::Map::new();

@@ -343,3 +343,28 @@ fn ctrl_c_interrupts_a_call_and_stops_the_server() {
         "the fixture (pid {server}) outlived the interrupted command"
     );
 }
+
+/// `debug: true` shows the server's stderr live on pimcp's stderr, as `[name] line`; without it nothing of it is
+/// printed (it is kept for error messages).
+#[test]
+fn debug_shows_the_servers_stderr_live() {
+    let fixture = mcp_fixture::bin_path();
+    let noisy = |debug: bool| {
+        json!({
+            "command": "sh",
+            "args": ["-c", "echo 'hello on stderr' >&2; exec \"$0\"", fixture],
+            "debug": debug,
+        })
+    };
+    let sb = Sandbox::new();
+    sb.write(
+        sb.global(),
+        &json!({ "mcpServers": { "loud": noisy(true), "quiet": noisy(false) } }).to_string(),
+    );
+    let loud = sb.run(&["call", "loud_echo", r#"{"text":"x"}"#]);
+    assert_eq!(loud.code, 0, "{loud:?}");
+    assert!(loud.stderr.contains("[loud] hello on stderr"), "{loud:?}");
+    let quiet = sb.run(&["call", "quiet_echo", r#"{"text":"x"}"#]);
+    assert_eq!(quiet.code, 0, "{quiet:?}");
+    assert!(!quiet.stderr.contains("hello on stderr"), "{quiet:?}");
+}
