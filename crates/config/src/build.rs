@@ -508,6 +508,11 @@ pub(crate) fn build_settings(
             .map(|p| absolute(&expand_tilde(p, home), project_dir))
             .collect::<Vec<PathBuf>>(),
         token_store: raw.token_store.unwrap_or_default(),
+        oauth_dir: raw
+            .oauth_dir
+            .as_deref()
+            .filter(|d| !d.is_empty())
+            .map(|d| absolute(&expand_tilde(d, home), project_dir)),
         auto_auth: raw.auto_auth.unwrap_or(false),
         sampling: raw.sampling,
         sampling_auto_approve: raw.sampling_auto_approve.unwrap_or(false),

@@ -27,7 +27,7 @@ const INCUMBENT_SERVER_FIELDS: [&str; 7] = [
     "httpTransport",
     "pluginDataDir",
 ];
-const INCUMBENT_SETTINGS: [&str; 15] = [
+const INCUMBENT_SETTINGS: [&str; 14] = [
     "namespaceProxyTools",
     "strictDirectToolArguments",
     "directToolResultDetails",
@@ -35,7 +35,6 @@ const INCUMBENT_SETTINGS: [&str; 15] = [
     "scriptMode",
     "authRequiredMessage",
     "oauthCredentialStore",
-    "oauthDir",
     "ancestorConfigRoots",
     "showStatusIcon",
     "mcpFooterStatus",

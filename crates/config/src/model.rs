@@ -386,6 +386,8 @@ pub struct Settings {
     pub host_config_discovery: HostConfigDiscovery,
     pub agent_plugin_paths: Vec<PathBuf>,
     pub token_store: TokenStoreKind,
+    /// `oauthDir`: where legacy plaintext token files are imported from (`MCP_OAUTH_DIR` wins).
+    pub oauth_dir: Option<PathBuf>,
     pub auto_auth: bool,
     pub sampling: Option<bool>,
     pub sampling_auto_approve: bool,
@@ -413,6 +415,7 @@ impl Default for Settings {
             host_config_discovery: HostConfigDiscovery::Off,
             agent_plugin_paths: Vec::new(),
             token_store: TokenStoreKind::Keyring,
+            oauth_dir: None,
             auto_auth: false,
             sampling: None,
             sampling_auto_approve: false,

@@ -384,6 +384,10 @@ pub struct RawSettings {
     /// Where OAuth tokens live: `keyring` (default, OS credential store) or `file` (0600 files under the data dir).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_store: Option<TokenStoreKind>,
+    /// Legacy plaintext token files (`<dir>/sha256-<server-hash>/tokens.json`) imported into the token store the
+    /// first time a server has no record (`MCP_OAUTH_DIR` wins; `~` expanded, relative to the project directory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth_dir: Option<String>,
     /// On `needs-auth`, start OAuth and retry once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auto_auth: Option<bool>,

@@ -80,9 +80,8 @@ pub(crate) fn oauth_fields() -> &'static [&'static str] {
 pub(crate) fn expected(field: &str) -> &'static str {
     match field {
         "type" => "one of `stdio`, `http`, `streamable-http`, `sse`",
-        "command" | "cwd" | "url" | "socket" | "bearerToken" | "bearerTokenEnv" | "description" | "exposure" => {
-            "a string"
-        }
+        "command" | "cwd" | "url" | "socket" | "bearerToken" | "bearerTokenEnv" | "description" | "exposure"
+        | "oauthDir" => "a string",
         "args" | "includeTools" | "excludeTools" | "allowedTools" | "agentPluginPaths" => "an array of strings",
         "env" | "headers" | "authorizationParams" => "an object whose values are strings",
         "inheritEnv"
@@ -208,6 +207,7 @@ mod tests {
             "hostConfigDiscovery",
             "agentPluginPaths",
             "tokenStore",
+            "oauthDir",
             "autoAuth",
             "sampling",
             "samplingAutoApprove",

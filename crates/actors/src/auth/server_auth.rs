@@ -139,11 +139,15 @@ impl AuthCore {
             Some(http) => Ok(http.clone()),
             None => OAuthHttp::new().map_err(|e| e.to_string()),
         };
-        let legacy_dir = options.legacy_dir.clone().or_else(|| {
-            std::env::var_os(LEGACY_DIR_ENV)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        });
+        let legacy_dir = options
+            .legacy_dir
+            .clone()
+            .or_else(|| {
+                std::env::var_os(LEGACY_DIR_ENV)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
+            .or_else(|| settings.oauth_dir.clone());
         AuthCore {
             auto_auth: settings.auto_auth,
             store_kind: settings.token_store,

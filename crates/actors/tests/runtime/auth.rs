@@ -209,6 +209,41 @@ async fn auto_auth_logs_in_with_a_headless_browser_and_the_first_call_succeeds()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_oauth_dir_imports_a_legacy_token_file_once() {
+    let s = setup(json!({"auth": "oauth"}), json!({}), false).await;
+    login(&s.rt, "web").await;
+    let record = s.store.load(&key(&s)).await.unwrap().unwrap();
+    // The same tokens as a legacy plaintext file (the incumbent's `<oauthDir>/<account>/tokens.json`).
+    let legacy = s.dir.path().join("legacy-oauth");
+    let file = legacy.join(key(&s).account()).join("tokens.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let body = json!({
+        "tokens": {
+            "accessToken": record.access_token.expose(),
+            "refreshToken": record.refresh_token.as_ref().map(|t| t.expose().to_owned()),
+            "expiresAt": record.expires_at,
+        },
+        "clientInfo": { "clientId": record.client.client_id },
+        "serverUrl": s.fx.url(),
+    });
+    std::fs::write(&file, body.to_string()).unwrap();
+
+    // A runtime with an empty store: the first connect imports the file, and the call is authorized with it.
+    let config = json!({
+        "settings": { "oauthDir": legacy },
+        "mcpServers": { "web": { "url": s.fx.url(), "protocol": "legacy", "auth": "oauth" } },
+    });
+    let store = Arc::new(MemoryStore::new());
+    let rt = Runtime::start(options(s.dir.path(), &config, &store)).await.unwrap();
+    assert_eq!(echo(&rt, "imported").await.unwrap(), "imported");
+    let imported = store.load(&key(&s)).await.unwrap().unwrap();
+    assert_eq!(imported.client.client_id, record.client.client_id);
+    assert!(!file.exists(), "the plaintext file is removed once imported");
+    rt.shutdown(Duration::from_secs(10)).await;
+    s.rt.shutdown(Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_about_to_expire_is_refreshed_before_connecting() {
     let s = setup(json!({"auth": "oauth"}), json!({}), false).await;
     login(&s.rt, "web").await;
