@@ -201,6 +201,8 @@ pub(crate) struct RuntimeClient {
     pub(crate) allow_sampling: bool,
     pub(crate) allow_elicitation: bool,
     pub(crate) progress: ProgressRoutes,
+    /// Where the server's log messages go.
+    pub(crate) board: crate::status::StatusBoard,
 }
 
 impl RuntimeClient {
@@ -298,6 +300,20 @@ impl ClientHandler for RuntimeClient {
 
     async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
         tracing::debug!(server = %self.server, level = ?params.level, "server log message");
+        // A server may log what it was given: every secret pimcp resolved is taken out first.
+        let text = params.data.to_string();
+        let data = match pimcp_config::redact_known_secrets(&text) {
+            std::borrow::Cow::Borrowed(_) => params.data,
+            std::borrow::Cow::Owned(redacted) => {
+                serde_json::from_str(&redacted).unwrap_or(serde_json::Value::String(redacted))
+            }
+        };
+        self.board.emit_log(crate::ServerLogMessage {
+            server: self.server.clone(),
+            level: params.level,
+            logger: params.logger,
+            data,
+        });
     }
 }
 

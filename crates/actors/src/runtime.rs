@@ -120,6 +120,11 @@ impl RuntimeHandle {
         self.shared.board.subscribe()
     }
 
+    /// Upstream servers' `notifications/message` from now on (redacted), every level the servers send.
+    pub fn server_logs(&self) -> broadcast::Receiver<crate::ServerLogMessage> {
+        self.shared.board.subscribe_logs()
+    }
+
     /// The current catalog snapshot (never waits).
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog_rx.borrow().clone()

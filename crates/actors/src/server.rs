@@ -387,6 +387,7 @@ impl ServerActor {
             allow_sampling: st.shared.settings.sampling != Some(false),
             allow_elicitation: st.shared.settings.elicitation != Some(false),
             progress: st.progress.clone(),
+            board: st.shared.board.clone(),
         };
         let era_hint = st
             .metadata

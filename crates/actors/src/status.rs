@@ -169,11 +169,29 @@ pub enum RuntimeEvent {
     CatalogChanged { version: u64, servers: Vec<String> },
 }
 
+/// A `notifications/message` an upstream server sent, its data redacted of every secret pimcp resolved
+/// ([`crate::RuntimeHandle::server_logs`]; `pimcp-run` relays them to hosts at their `logging/setLevel`).
+#[derive(Debug, Clone, PartialEq)]
+#[allow(deprecated)] // logging is SEP-2577-deprecated but still on the wire
+pub struct ServerLogMessage {
+    pub server: String,
+    pub level: rmcp::model::LoggingLevel,
+    /// The upstream's own logger name, if it gave one.
+    pub logger: Option<String>,
+    pub data: serde_json::Value,
+}
+
+/// Capacity of the server-log channel, created on first subscription: a chatty server makes a slow receiver lag
+/// (it skips messages) rather than block anything.
+const SERVER_LOG_CAPACITY: usize = 64;
+
 /// Shared per-server status plus the event fan-out.
 #[derive(Debug, Clone)]
 pub(crate) struct StatusBoard {
     servers: Arc<DashMap<String, ServerStatus>>,
     events: broadcast::Sender<RuntimeEvent>,
+    /// Upstream log messages; `None` until someone subscribes (nothing is buffered for nobody).
+    logs: Arc<std::sync::OnceLock<broadcast::Sender<ServerLogMessage>>>,
 }
 
 /// Capacity of the event channel; slow receivers see `Lagged` rather than blocking actors.
@@ -192,6 +210,20 @@ impl StatusBoard {
         StatusBoard {
             servers: Arc::new(DashMap::new()),
             events,
+            logs: Arc::default(),
+        }
+    }
+
+    pub(crate) fn subscribe_logs(&self) -> broadcast::Receiver<ServerLogMessage> {
+        self.logs
+            .get_or_init(|| broadcast::channel(SERVER_LOG_CAPACITY).0)
+            .subscribe()
+    }
+
+    /// Publishes an upstream log message to the subscribers, if any.
+    pub(crate) fn emit_log(&self, message: ServerLogMessage) {
+        if let Some(logs) = self.logs.get() {
+            let _ = logs.send(message);
         }
     }
 

@@ -3,9 +3,9 @@
 //! message to every session whose level lets it through. Sessions that never sent `logging/setLevel` get no
 //! messages at all (the spec leaves the default to the server; pimcp keeps such hosts' streams exactly as they were
 //! before logging was declared). What is published: pimcp's own notices about its upstream servers (each state
-//! change: connected, backing off, failed, needs auth, …; logger `pimcp`), from the runtime's event stream.
-//! Upstream servers' own `notifications/message` are not relayed yet: the runtime (`pimcp-actors`) drops them
-//! after a debug log and offers no hook to receive them.
+//! change: connected, backing off, failed, needs auth, …; logger `pimcp`), from the runtime's event stream, and the
+//! upstream servers' own `notifications/message` (redacted by the runtime), under the logger `<server>` or
+//! `<server>/<their logger>`.
 #![allow(deprecated)] // logging is SEP-2577-deprecated but still on the wire for 2025-11-25 hosts
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -45,7 +45,9 @@ impl HostLog {
         };
         let mut events = runtime.events();
         let relay = log.clone();
+        let stop_events = stop.clone();
         handle.spawn(async move {
+            let stop = stop_events;
             loop {
                 let event = tokio::select! {
                     _ = stop.cancelled() => return,
@@ -57,6 +59,27 @@ impl HostLog {
                         relay.publish(level, message).await;
                     }
                     Ok(_) | Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+        let mut logs = runtime.server_logs();
+        let relay = log.clone();
+        handle.spawn(async move {
+            loop {
+                let message = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    message = logs.recv() => message,
+                };
+                match message {
+                    Ok(m) => {
+                        let logger = match &m.logger {
+                            Some(own) => format!("{}/{own}", m.server),
+                            None => m.server.clone(),
+                        };
+                        relay.publish_as(&logger, m.level, m.data).await;
+                    }
+                    Err(RecvError::Lagged(n)) => tracing::debug!(skipped = n, "host log: upstream messages skipped"),
                     Err(RecvError::Closed) => return,
                 }
             }
@@ -86,8 +109,13 @@ impl HostLog {
         });
     }
 
-    /// Sends `message` to every session whose level is `message.level` or lower.
+    /// Sends `message` (logger `pimcp`) to every session whose level is `level` or lower.
     pub(crate) async fn publish(&self, level: LoggingLevel, message: serde_json::Value) {
+        self.publish_as(LOGGER, level, message).await;
+    }
+
+    /// Sends `message` under `logger` to every session whose level is `level` or lower.
+    async fn publish_as(&self, logger: &str, level: LoggingLevel, message: serde_json::Value) {
         let peers: Vec<Peer<RoleServer>> = {
             let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
             sessions.retain(|s| !s.peer.is_transport_closed());
@@ -98,7 +126,7 @@ impl HostLog {
                 .collect()
         };
         for peer in peers {
-            let param = LoggingMessageNotificationParam::new(level, message.clone()).with_logger(LOGGER);
+            let param = LoggingMessageNotificationParam::new(level, message.clone()).with_logger(logger);
             if let Err(e) = peer.notify_logging_message(param).await {
                 tracing::debug!(error = %e, "a host session did not take a log message");
             }

@@ -484,10 +484,12 @@ async fn attach_to_an_unreachable_instance_answers_every_request_naming_the_url(
     assert!(error.contains("cannot be reached"), "{error}");
 }
 
-/// A host that records the `notifications/message` it receives.
+/// A host that records the `notifications/message` it receives: pimcp's own (logger `pimcp`) and upstream ones.
 #[derive(Clone, Default)]
 struct LogHost {
     messages: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+    /// (logger, level, data) of every message whose logger is not `pimcp`.
+    upstream: std::sync::Arc<std::sync::Mutex<Vec<(String, String, Value)>>>,
 }
 
 impl LogHost {
@@ -516,9 +518,14 @@ impl rmcp::ClientHandler for LogHost {
         params: rmcp::model::LoggingMessageNotificationParam,
         _ctx: rmcp::service::NotificationContext<RoleClient>,
     ) {
-        assert_eq!(params.logger.as_deref(), Some("pimcp"));
         let level = serde_json::to_value(params.level).unwrap().as_str().unwrap().to_owned();
-        self.messages.lock().unwrap().push((level, params.data));
+        match params.logger.as_deref() {
+            Some("pimcp") => self.messages.lock().unwrap().push((level, params.data)),
+            other => {
+                let logger = other.expect("every relayed message names its logger").to_owned();
+                self.upstream.lock().unwrap().push((logger, level, params.data));
+            }
+        }
     }
 }
 
@@ -619,6 +626,60 @@ async fn log_levels_are_per_session_and_filter_the_server_state_notices() {
         .wait_for(|level, data| level == "debug" && state_is(data, "gone", "connecting"))
         .await;
     for client in [a, b, c] {
+        client.cancel().await.unwrap();
+    }
+    served.stop().await;
+}
+
+/// Upstream servers' `notifications/message` reach the sessions whose level lets them through, under the logger
+/// `<server>/<their logger>`.
+#[allow(deprecated)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_log_messages_are_relayed_at_each_sessions_level() {
+    // `--roots-at-start`: the fixture logs an info message (logger `mcp-fixture`) right after
+    // `notifications/initialized` (the initialize era).
+    let mut fx = stdio(&["--roots-at-start"]);
+    fx["protocol"] = json!("legacy");
+    let config = json!({ "mcpServers": { "fx": fx } });
+    let served = serve(config, HttpOptions::default(), DEADLINE).await;
+    let connect = |h: LogHost| {
+        let url = served.url();
+        async move {
+            h.serve(StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url),
+            ))
+            .await
+            .unwrap()
+        }
+    };
+    let (info, warning) = (LogHost::default(), LogHost::default());
+    let a = connect(info.clone()).await;
+    let b = connect(warning.clone()).await;
+    set_level(&a, rmcp::model::LoggingLevel::Info).await;
+    set_level(&b, rmcp::model::LoggingLevel::Warning).await;
+    let mut params = CallToolRequestParams::new("mcp");
+    params.arguments = json!({ "connect": "fx" }).as_object().cloned();
+    tokio::time::timeout(DEADLINE, a.call_tool(params))
+        .await
+        .unwrap()
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    let relayed = loop {
+        let seen = info.upstream.lock().unwrap().clone();
+        if let Some(m) = seen.into_iter().find(|(logger, _, _)| logger == "fx/mcp-fixture") {
+            break m;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no upstream log message relayed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(relayed.1, "info");
+    assert!(relayed.2.as_str().unwrap().starts_with("Roots updated"), "{relayed:?}");
+    // The warning-level session got pimcp's warnings at most, never the info message.
+    assert!(warning.upstream.lock().unwrap().is_empty());
+    for client in [a, b] {
         client.cancel().await.unwrap();
     }
     served.stop().await;
