@@ -89,6 +89,8 @@ struct EntryOut<'a> {
     config_hash: &'a str,
     tools: &'a [ToolInfo],
     resources: &'a [rmcp::model::Resource],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    resource_templates: &'a [rmcp::model::ResourceTemplate],
     prompts: &'a [rmcp::model::Prompt],
     #[serde(skip_serializing_if = "Option::is_none")]
     instructions: &'a Option<String>,
@@ -113,6 +115,8 @@ struct EntryIn {
     #[serde(default)]
     resources: Vec<rmcp::model::Resource>,
     #[serde(default)]
+    resource_templates: Vec<rmcp::model::ResourceTemplate>,
+    #[serde(default)]
     prompts: Vec<rmcp::model::Prompt>,
     #[serde(default)]
     instructions: Option<String>,
@@ -134,6 +138,7 @@ impl Serialize for CacheEntry {
             config_hash: &self.config_hash,
             tools: &m.tools,
             resources: &m.resources,
+            resource_templates: &m.resource_templates,
             prompts: &m.prompts,
             instructions: &m.instructions,
             protocol_version: &m.protocol_version,
@@ -156,6 +161,7 @@ impl<'de> Deserialize<'de> for CacheEntry {
             metadata: Arc::new(ServerMetadata {
                 tools: e.tools,
                 resources: e.resources.into(),
+                resource_templates: e.resource_templates.into(),
                 prompts: e.prompts.into(),
                 instructions: e.instructions,
                 protocol_version: e.protocol_version,

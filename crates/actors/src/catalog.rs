@@ -9,7 +9,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock};
 
 use pimcp_config::{Availability, Config, ServerConfig, ToolPrefix};
-use rmcp::model::{Icon, JsonObject, MetaObject, Prompt, Resource, Tool, ToolAnnotations};
+use rmcp::model::{Icon, JsonObject, MetaObject, Prompt, Resource, ResourceTemplate, Tool, ToolAnnotations};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -87,6 +87,9 @@ pub struct ServerMetadata {
     pub tools: Vec<ToolInfo>,
     #[serde(default)]
     pub resources: Arc<[Resource]>,
+    /// `resources/templates/list`: URI templates the server reads beyond its listed resources.
+    #[serde(default)]
+    pub resource_templates: Arc<[ResourceTemplate]>,
     #[serde(default)]
     pub prompts: Arc<[Prompt]>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -212,6 +215,7 @@ pub struct ServerCatalog {
     pub available: bool,
     pub tools: Vec<Arc<CatalogTool>>,
     pub resources: Arc<[Resource]>,
+    pub resource_templates: Arc<[ResourceTemplate]>,
     pub prompts: Arc<[Prompt]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
@@ -350,6 +354,10 @@ impl Catalog {
                     available: cfg.availability == Availability::Available,
                     tools,
                     resources: input.metadata.map(|(m, _)| m.resources.clone()).unwrap_or_default(),
+                    resource_templates: input
+                        .metadata
+                        .map(|(m, _)| m.resource_templates.clone())
+                        .unwrap_or_default(),
                     prompts: input.metadata.map(|(m, _)| m.prompts.clone()).unwrap_or_default(),
                     instructions: input.metadata.and_then(|(m, _)| m.instructions.clone()),
                     protocol_version: input.metadata.and_then(|(m, _)| m.protocol_version.clone()),

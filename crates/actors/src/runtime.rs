@@ -338,6 +338,26 @@ impl RuntimeHandle {
         }
     }
 
+    /// `completion/complete` on `server` (connecting it when needed); `params` name the server's own prompt or
+    /// resource template.
+    pub async fn complete(
+        &self,
+        server: &str,
+        params: rmcp::model::CompleteRequestParams,
+    ) -> Result<rmcp::model::CompleteResult> {
+        let (peer, timeout) = self.live_peer(server).await?;
+        let operation = "completion/complete";
+        match tokio::time::timeout(timeout, peer.complete(params)).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(request_error(server, operation, e)),
+            Err(_) => Err(Error::OperationTimeout {
+                server: server.to_owned(),
+                operation: operation.into(),
+                after: timeout,
+            }),
+        }
+    }
+
     /// The live peer of `server` (connecting it when needed; one retry if it closes in between).
     async fn live_peer(&self, server: &str) -> Result<(rmcp::service::Peer<rmcp::RoleClient>, std::time::Duration)> {
         for _ in 0..2 {

@@ -145,6 +145,7 @@ impl std::fmt::Display for ConnectFailure {
 pub(crate) struct Discovery {
     tools: Option<(Vec<rmcp::model::Tool>, Option<u64>)>,
     resources: Option<Vec<rmcp::model::Resource>>,
+    resource_templates: Option<Vec<rmcp::model::ResourceTemplate>>,
     prompts: Option<Vec<rmcp::model::Prompt>>,
 }
 
@@ -1520,6 +1521,9 @@ fn discovered_metadata(
         if discovery.resources.is_none() {
             meta.resources.clone_from(&old.resources);
         }
+        if discovery.resource_templates.is_none() {
+            meta.resource_templates.clone_from(&old.resource_templates);
+        }
         if discovery.prompts.is_none() {
             meta.prompts.clone_from(&old.prompts);
         }
@@ -1542,6 +1546,9 @@ fn apply_discovery(meta: &mut ServerMetadata, d: Discovery) {
     }
     if let Some(r) = d.resources {
         meta.resources = r.into();
+    }
+    if let Some(t) = d.resource_templates {
+        meta.resource_templates = t.into();
     }
     if let Some(p) = d.prompts {
         meta.prompts = p.into();
@@ -1584,6 +1591,15 @@ async fn discover(
             .inspect_err(|e| tracing::info!(error = %e, "resources/list failed (tolerated)"))
             .ok()
     });
+    let templates = boxed_in_place(async {
+        if !kinds.contains(&ListKind::Resources) || caps.resources.is_none() {
+            return None;
+        }
+        repeat_once_after_reinit(|| peer.list_all_resource_templates())
+            .await
+            .inspect_err(|e| tracing::info!(error = %e, "resources/templates/list failed (tolerated)"))
+            .ok()
+    });
     let prompts = boxed_in_place(async {
         if !kinds.contains(&ListKind::Prompts) || caps.prompts.is_none() {
             return None;
@@ -1594,15 +1610,21 @@ async fn discover(
             .ok()
     });
     // A failed tools/list fails discovery at once; the other lists still in flight are dropped.
-    let (tools, resources, prompts) = if concurrent {
-        tokio::try_join!(tools, async { Ok(resources.await) }, async { Ok(prompts.await) })?
+    let (tools, resources, resource_templates, prompts) = if concurrent {
+        tokio::try_join!(
+            tools,
+            async { Ok(resources.await) },
+            async { Ok(templates.await) },
+            async { Ok(prompts.await) }
+        )?
     } else {
         let tools = tools.await?;
-        (tools, resources.await, prompts.await)
+        (tools, resources.await, templates.await, prompts.await)
     };
     Ok(Discovery {
         tools,
         resources,
+        resource_templates,
         prompts,
     })
 }

@@ -15,7 +15,10 @@ use pimcp_actors::{
     approval_required, sanitize_server, tool_candidates,
 };
 use pimcp_config::{Config, ServerConfig};
-use rmcp::model::{CallToolResult, ContentBlock, GetPromptResult, JsonObject, Prompt, ReadResourceResult, Resource};
+use rmcp::model::{
+    CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock, GetPromptResult, JsonObject, Prompt,
+    ReadResourceResult, Reference, Resource, ResourceTemplate,
+};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -884,12 +887,85 @@ impl Proxy {
         out
     }
 
-    /// `resources/read` of a listed resource, forwarded to the server that lists it.
+    /// Upstream resource templates of startable servers with known metadata, with their server. A template listed
+    /// by several servers is kept once (first server by name).
+    pub fn resource_templates(&self) -> Vec<(String, ResourceTemplate)> {
+        let catalog = self.inner.runtime.catalog();
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for sc in catalog.servers().filter(|s| s.available) {
+            for t in sc.resource_templates.iter() {
+                if seen.insert(t.uri_template.clone()) {
+                    out.push((sc.server.clone(), t.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// The server a resource URI belongs to: the one that lists it, else the first whose resource template
+    /// matches it.
+    fn resource_server(&self, uri: &str) -> Option<String> {
+        if let Some((server, _)) = self.resources().into_iter().find(|(_, r)| r.uri == uri) {
+            return Some(server);
+        }
+        self.resource_templates()
+            .into_iter()
+            .find(|(_, t)| crate::uri_template::matches(&t.uri_template, uri))
+            .map(|(server, _)| server)
+    }
+
+    /// `completion/complete` for a prompt (by its exposed name) or a resource template, forwarded to its server
+    /// with the server's own names.
+    pub async fn complete(&self, mut params: CompleteRequestParams) -> std::result::Result<CompleteResult, ProxyError> {
+        let server = match &mut params.r#ref {
+            Reference::Prompt(prompt) => {
+                let Some(entry) = self.prompts().into_iter().find(|p| p.name == prompt.name) else {
+                    return Err(ProxyError::new(
+                        Category::UnknownTool,
+                        format!("prompt {:?} not found.", prompt.name),
+                    ));
+                };
+                prompt.name = entry.prompt.name;
+                entry.server
+            }
+            Reference::Resource(resource) => {
+                let template = self
+                    .resource_templates()
+                    .into_iter()
+                    .find(|(_, t)| t.uri_template == resource.uri)
+                    .map(|(server, _)| server);
+                match template.or_else(|| self.resource_server(&resource.uri)) {
+                    Some(server) => server,
+                    None => {
+                        return Err(ProxyError::new(
+                            Category::UnknownTool,
+                            format!("no server lists the resource or template {:?}.", resource.uri),
+                        ));
+                    }
+                }
+            }
+            _ => {
+                return Err(ProxyError::new(
+                    Category::Validation,
+                    "a completion reference of a kind pimcp does not know.",
+                ));
+            }
+        };
+        self.inner
+            .runtime
+            .complete(&server, params)
+            .await
+            .map_err(|e| self.runtime_error(e, Some(&server)))
+    }
+
+    /// `resources/read` of a listed resource, or of a URI one of the resource templates matches, forwarded to
+    /// that server.
     pub async fn read_resource(&self, uri: &str) -> std::result::Result<ReadResourceResult, ProxyError> {
-        let Some((server, _)) = self.resources().into_iter().find(|(_, r)| r.uri == uri) else {
+        let Some(server) = self.resource_server(uri) else {
             return Err(ProxyError::new(
                 Category::UnknownTool,
-                format!("resource {uri:?} is not listed by any server."),
+                format!("resource {uri:?} is not listed by any server, nor matched by a resource template."),
             ));
         };
         self.inner

@@ -26,6 +26,7 @@ mod simple_schema;
 mod stdio;
 mod text;
 mod tool_def;
+mod uri_template;
 mod validate;
 
 pub use self::http::{

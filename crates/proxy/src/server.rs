@@ -20,10 +20,10 @@ use std::time::Duration;
 use pimcp_actors::{Runtime, RuntimeOptions, ShutdownReport};
 use pimcp_config::Config;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{
     NotificationContext, Peer, RequestContext, ServiceExt, SubscriptionContext, SubscriptionSendError, SubscriptionSink,
@@ -481,7 +481,12 @@ fn compute_surface(proxy: &Proxy) -> Surface {
     Surface::new(
         direct_tools(&catalog, &config),
         proxy.prompts().into_iter().map(|p| p.name).collect(),
-        proxy.resources().into_iter().map(|(_, r)| r.uri.clone()).collect(),
+        proxy
+            .resources()
+            .into_iter()
+            .map(|(_, r)| r.uri)
+            .chain(proxy.resource_templates().into_iter().map(|(_, t)| t.uri_template))
+            .collect(),
     )
 }
 
@@ -495,6 +500,7 @@ impl ServerHandler for ProxyServer {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_completions()
             .enable_logging()
             .build();
         ServerConfig::new(capabilities)
@@ -638,6 +644,37 @@ impl ServerHandler for ProxyServer {
     ) -> std::result::Result<ListResourcesResult, ErrorData> {
         let resources = self.inner.proxy.resources().into_iter().map(|(_, r)| r).collect();
         Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = self
+            .inner
+            .proxy
+            .resource_templates()
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect();
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    /// Forwarded to the server of the prompt or resource template; an unknown one is an invalid-params error.
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<CompleteResult, ErrorData> {
+        let _busy = Busy::new(&self.inner);
+        let span = tracing::info_span!("proxy_request", mode = "complete");
+        self.inner
+            .proxy
+            .complete(request)
+            .instrument(span)
+            .await
+            .map_err(|e| protocol_error(&e))
     }
 
     async fn read_resource(

@@ -3,8 +3,8 @@
 //! that disconnects mid-call.
 
 use rmcp::model::{
-    ClientRequest, GetPromptRequestParams, PingRequest, ProtocolVersion, ReadResourceRequestParams, ResourceContents,
-    ServerNotification, ServerResult, SubscriptionFilter,
+    ArgumentInfo, ClientRequest, CompleteRequestParams, GetPromptRequestParams, PingRequest, ProtocolVersion,
+    ReadResourceRequestParams, Reference, ResourceContents, ServerNotification, ServerResult, SubscriptionFilter,
 };
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
@@ -234,6 +234,48 @@ async fn prompts_and_resources_pass_through() {
         .read_resource(ReadResourceRequestParams::new("fixture://nope"))
         .await;
     assert!(unknown.is_err());
+    session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_templates_and_completions_pass_through() {
+    let env = start(one_server()).await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    let session = connect(env.server(), TestHost::plain()).await;
+    let info = session.client.peer().peer_info().unwrap();
+    assert!(info.capabilities.completions.is_some(), "pimcp declares completions");
+
+    let templates = session.client.list_all_resource_templates().await.unwrap();
+    let uris: Vec<&str> = templates.iter().map(|t| t.uri_template.as_str()).collect();
+    assert_eq!(uris, ["fixture://items/{id}"]);
+    // A URI only the template describes reaches its server.
+    let read = session
+        .client
+        .read_resource(ReadResourceRequestParams::new("fixture://items/7"))
+        .await
+        .unwrap();
+    match &read.contents[0] {
+        ResourceContents::TextResourceContents { text, .. } => assert!(text.contains('7'), "{text}"),
+        other => panic!("{other:?}"),
+    }
+
+    // Completions: a prompt by its exposed name (the server gets its own), and a resource template.
+    let complete = |reference: Reference, name: &str, value: &str| {
+        let params = CompleteRequestParams::new(reference, ArgumentInfo::new(name, value));
+        let peer = session.client.peer().clone();
+        async move { peer.complete(params).await }
+    };
+    let languages = complete(Reference::for_prompt("fx_translate"), "to", "g")
+        .await
+        .unwrap();
+    assert_eq!(languages.completion.values, ["German"]);
+    let ids = complete(Reference::for_resource("fixture://items/{id}"), "id", "1")
+        .await
+        .unwrap();
+    assert_eq!(ids.completion.values, ["1", "10", "11", "12"]);
+    let unknown = complete(Reference::for_prompt("fx_nope"), "to", "").await;
+    assert!(unknown.is_err(), "{unknown:?}");
     session.client.cancel().await.unwrap();
     env.shutdown().await;
 }
