@@ -308,11 +308,23 @@ impl ClientHandler for RuntimeClient {
                 serde_json::from_str(&redacted).unwrap_or(serde_json::Value::String(redacted))
             }
         };
-        self.board.emit_log(crate::ServerLogMessage {
+        self.board
+            .emit_notice(crate::ServerNotice::Log(crate::ServerLogMessage {
+                server: self.server.clone(),
+                level: params.level,
+                logger: params.logger,
+                data,
+            }));
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        self.board.emit_notice(crate::ServerNotice::ResourceUpdated {
             server: self.server.clone(),
-            level: params.level,
-            logger: params.logger,
-            data,
+            uri: params.uri,
         });
     }
 }

@@ -43,7 +43,7 @@ pub use process::{ProcessOptions, SHIM_ARG, SHIM_BINARY, ShimMode, StderrTail, s
 pub use router::{DISCOVERY_CONCURRENCY, MAX_DISCOVERY_STARTS, approval_required};
 pub use runtime::{CONTROL_REPLY_SLACK, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
 pub use schema::ToolSchema;
-pub use status::{RuntimeEvent, ServerLogMessage, ServerState, ServerStatus, StatusSnapshot};
+pub use status::{RuntimeEvent, ServerLogMessage, ServerNotice, ServerState, ServerStatus, StatusSnapshot};
 pub use trace::{
     DEFAULT_TRACE_MAX_BYTES, Direction, MIN_TRACE_MAX_BYTES, MessageKind, ProtocolTrace, TRACE_FILE_NAME,
     TRACE_VERSION, TraceLine, TraceSink, trace_enabled,

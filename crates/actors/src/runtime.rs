@@ -120,9 +120,10 @@ impl RuntimeHandle {
         self.shared.board.subscribe()
     }
 
-    /// Upstream servers' `notifications/message` from now on (redacted), every level the servers send.
-    pub fn server_logs(&self) -> broadcast::Receiver<crate::ServerLogMessage> {
-        self.shared.board.subscribe_logs()
+    /// Upstream servers' notices from now on: `notifications/message` (redacted, every level the servers send) and
+    /// `notifications/resources/updated` for subscribed resources.
+    pub fn server_notices(&self) -> broadcast::Receiver<crate::ServerNotice> {
+        self.shared.board.subscribe_notices()
     }
 
     /// The current catalog snapshot (never waits).
@@ -329,6 +330,47 @@ impl RuntimeHandle {
                 tool: format!("resource {uri}"),
                 message: "the server asked for input while reading a resource".into(),
             }),
+            Ok(Err(e)) => Err(request_error(server, operation, e)),
+            Err(_) => Err(Error::OperationTimeout {
+                server: server.to_owned(),
+                operation: operation.into(),
+                after: timeout,
+            }),
+        }
+    }
+
+    /// `resources/subscribe` on `server` (connecting it when needed): its `notifications/resources/updated` for
+    /// `uri` then arrive as [`crate::ServerNotice::ResourceUpdated`]. A server that restarts forgets it; subscribe
+    /// again when it is ready. Legacy (initialize-era) servers only.
+    #[allow(deprecated)] // resources/subscribe is legacy-only in rmcp
+    pub async fn subscribe_resource(&self, server: &str, uri: &str) -> Result<()> {
+        let (peer, timeout) = self.live_peer(server).await?;
+        let operation = "resources/subscribe";
+        match tokio::time::timeout(timeout, peer.subscribe(rmcp::model::SubscribeRequestParams::new(uri))).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(request_error(server, operation, e)),
+            Err(_) => Err(Error::OperationTimeout {
+                server: server.to_owned(),
+                operation: operation.into(),
+                after: timeout,
+            }),
+        }
+    }
+
+    /// `resources/unsubscribe` on `server`, if it is connected (a server that is not running has no subscription).
+    #[allow(deprecated)] // resources/unsubscribe is legacy-only in rmcp
+    pub async fn unsubscribe_resource(&self, server: &str, uri: &str) -> Result<()> {
+        let Some((peer, timeout)) = self.control(server, |reply| ServerMsg::LivePeer { reply }).await? else {
+            return Ok(());
+        };
+        let operation = "resources/unsubscribe";
+        match tokio::time::timeout(
+            timeout,
+            peer.unsubscribe(rmcp::model::UnsubscribeRequestParams::new(uri)),
+        )
+        .await
+        {
+            Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(request_error(server, operation, e)),
             Err(_) => Err(Error::OperationTimeout {
                 server: server.to_owned(),

@@ -170,7 +170,7 @@ pub enum RuntimeEvent {
 }
 
 /// A `notifications/message` an upstream server sent, its data redacted of every secret pimcp resolved
-/// ([`crate::RuntimeHandle::server_logs`]; `pimcp-run` relays them to hosts at their `logging/setLevel`).
+/// (`pimcp-run` relays them to hosts at their `logging/setLevel`).
 #[derive(Debug, Clone, PartialEq)]
 #[allow(deprecated)] // logging is SEP-2577-deprecated but still on the wire
 pub struct ServerLogMessage {
@@ -181,17 +181,27 @@ pub struct ServerLogMessage {
     pub data: serde_json::Value,
 }
 
-/// Capacity of the server-log channel, created on first subscription: a chatty server makes a slow receiver lag
-/// (it skips messages) rather than block anything.
-const SERVER_LOG_CAPACITY: usize = 64;
+/// A notification from an upstream server that a host may want relayed ([`crate::RuntimeHandle::server_notices`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ServerNotice {
+    /// `notifications/message`.
+    Log(ServerLogMessage),
+    /// `notifications/resources/updated`: a resource the runtime subscribed to changed.
+    ResourceUpdated { server: String, uri: String },
+}
+
+/// Capacity of the server-notice channel, created on first subscription: a chatty server makes a slow receiver
+/// lag (it skips notices) rather than block anything.
+const SERVER_NOTICE_CAPACITY: usize = 64;
 
 /// Shared per-server status plus the event fan-out.
 #[derive(Debug, Clone)]
 pub(crate) struct StatusBoard {
     servers: Arc<DashMap<String, ServerStatus>>,
     events: broadcast::Sender<RuntimeEvent>,
-    /// Upstream log messages; `None` until someone subscribes (nothing is buffered for nobody).
-    logs: Arc<std::sync::OnceLock<broadcast::Sender<ServerLogMessage>>>,
+    /// Upstream notices; `None` until someone subscribes (nothing is buffered for nobody).
+    notices: Arc<std::sync::OnceLock<broadcast::Sender<ServerNotice>>>,
 }
 
 /// Capacity of the event channel; slow receivers see `Lagged` rather than blocking actors.
@@ -210,20 +220,20 @@ impl StatusBoard {
         StatusBoard {
             servers: Arc::new(DashMap::new()),
             events,
-            logs: Arc::default(),
+            notices: Arc::default(),
         }
     }
 
-    pub(crate) fn subscribe_logs(&self) -> broadcast::Receiver<ServerLogMessage> {
-        self.logs
-            .get_or_init(|| broadcast::channel(SERVER_LOG_CAPACITY).0)
+    pub(crate) fn subscribe_notices(&self) -> broadcast::Receiver<ServerNotice> {
+        self.notices
+            .get_or_init(|| broadcast::channel(SERVER_NOTICE_CAPACITY).0)
             .subscribe()
     }
 
-    /// Publishes an upstream log message to the subscribers, if any.
-    pub(crate) fn emit_log(&self, message: ServerLogMessage) {
-        if let Some(logs) = self.logs.get() {
-            let _ = logs.send(message);
+    /// Publishes an upstream notice to the subscribers, if any.
+    pub(crate) fn emit_notice(&self, notice: ServerNotice) {
+        if let Some(notices) = self.notices.get() {
+            let _ = notices.send(notice);
         }
     }
 

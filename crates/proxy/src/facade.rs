@@ -905,7 +905,7 @@ impl Proxy {
 
     /// The server a resource URI belongs to: the one that lists it, else the first whose resource template
     /// matches it.
-    fn resource_server(&self, uri: &str) -> Option<String> {
+    pub(crate) fn resource_server(&self, uri: &str) -> Option<String> {
         if let Some((server, _)) = self.resources().into_iter().find(|(_, r)| r.uri == uri) {
             return Some(server);
         }

@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use pimcp_actors::{RuntimeEvent, RuntimeHandle, ServerState};
+use pimcp_actors::{RuntimeEvent, RuntimeHandle, ServerNotice, ServerState};
 use rmcp::RoleServer;
 use rmcp::model::{InitializeRequestParams, LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::Peer;
@@ -63,22 +63,23 @@ impl HostLog {
                 }
             }
         });
-        let mut logs = runtime.server_logs();
+        let mut notices = runtime.server_notices();
         let relay = log.clone();
         handle.spawn(async move {
             loop {
-                let message = tokio::select! {
+                let notice = tokio::select! {
                     _ = stop.cancelled() => return,
-                    message = logs.recv() => message,
+                    notice = notices.recv() => notice,
                 };
-                match message {
-                    Ok(m) => {
+                match notice {
+                    Ok(ServerNotice::Log(m)) => {
                         let logger = match &m.logger {
                             Some(own) => format!("{}/{own}", m.server),
                             None => m.server.clone(),
                         };
                         relay.publish_as(&logger, m.level, m.data).await;
                     }
+                    Ok(_) => {}
                     Err(RecvError::Lagged(n)) => tracing::debug!(skipped = n, "host log: upstream messages skipped"),
                     Err(RecvError::Closed) => return,
                 }

@@ -19,6 +19,7 @@ mod host_log;
 mod http;
 mod render;
 mod request;
+mod resource_subs;
 mod search;
 mod server;
 mod shapes;

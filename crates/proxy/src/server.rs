@@ -23,7 +23,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, GetPromptRequestParams,
     GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams, Prompt, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     NotificationContext, Peer, RequestContext, ServiceExt, SubscriptionContext, SubscriptionSendError, SubscriptionSink,
@@ -160,6 +161,8 @@ struct ServerInner {
     draining: AtomicBool,
     /// `logging/setLevel` per session and the `notifications/message` fan-out.
     log: crate::host_log::HostLog,
+    /// Hosts' `resources/subscribe`.
+    subscriptions: crate::resource_subs::ResourceSubs,
     /// Host tool calls taken by the stdio fast path ([`serve_lines`]).
     fast_calls: AtomicU64,
 }
@@ -229,6 +232,7 @@ impl ProxyServer {
         let surface = compute_surface(&proxy);
         let stop = CancellationToken::new();
         let log = crate::host_log::HostLog::start(proxy.runtime(), stop.clone());
+        let subscriptions = crate::resource_subs::ResourceSubs::start(&proxy, stop.clone());
         if mcp.is_none() && surface.direct.is_empty() {
             tracing::warn!(
                 "disableProxyTool is set and no direct tools are known yet: the host sees no tools until a server's \
@@ -249,6 +253,7 @@ impl ProxyServer {
                 idle: tokio::sync::Notify::new(),
                 draining: AtomicBool::new(false),
                 log,
+                subscriptions,
                 fast_calls: AtomicU64::new(0),
             }),
         };
@@ -500,6 +505,7 @@ impl ServerHandler for ProxyServer {
             .enable_prompts_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_completions()
             .enable_logging()
             .build();
@@ -659,6 +665,35 @@ impl ServerHandler for ProxyServer {
             .map(|(_, t)| t)
             .collect();
         Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    #[allow(deprecated)] // resources/subscribe is legacy-only in rmcp; hosts of the initialize era use it
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), ErrorData> {
+        self.inner
+            .subscriptions
+            .subscribe(&self.inner.proxy, &ctx.peer, &request.uri)
+            .await
+            .map_err(|e| match e.category {
+                Category::UnknownTool => ErrorData::resource_not_found(e.message.clone(), None),
+                _ => protocol_error(&e),
+            })
+    }
+
+    #[allow(deprecated)] // as `subscribe`
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), ErrorData> {
+        self.inner
+            .subscriptions
+            .unsubscribe(&self.inner.proxy, &ctx.peer, &request.uri)
+            .await;
+        Ok(())
     }
 
     /// Forwarded to the server of the prompt or resource template; an unknown one is an invalid-params error.

@@ -1,10 +1,11 @@
 //! The `pimcp-run` MCP server driven in-process by an rmcp client (and by raw JSON-RPC lines): the tool definition
-//! on the wire, version negotiation, `server/discover`, ping, malformed input, prompts and resources, and a host
-//! that disconnects mid-call.
+//! on the wire, version negotiation, `server/discover`, ping, malformed input, prompts, resources, resource
+//! templates, completions and resource subscriptions, and a host that disconnects mid-call.
 
 use rmcp::model::{
     ArgumentInfo, ClientRequest, CompleteRequestParams, GetPromptRequestParams, PingRequest, ProtocolVersion,
-    ReadResourceRequestParams, Reference, ResourceContents, ServerNotification, ServerResult, SubscriptionFilter,
+    ReadResourceRequestParams, Reference, ResourceContents, ServerNotification, ServerResult, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
@@ -277,6 +278,71 @@ async fn resource_templates_and_completions_pass_through() {
     let unknown = complete(Reference::for_prompt("fx_nope"), "to", "").await;
     assert!(unknown.is_err(), "{unknown:?}");
     session.client.cancel().await.unwrap();
+    env.shutdown().await;
+}
+
+/// `resources/subscribe` from two host sessions: one upstream subscription, updates to both, made again when the
+/// server restarts, and ended when the last session unsubscribes.
+#[allow(deprecated)] // resources/subscribe is legacy-only in rmcp
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_subscriptions_reach_the_server_and_its_updates_the_hosts() {
+    let mut fx = stdio(&["--event-log", "{dir}/fx.log"]);
+    fx["protocol"] = json!("legacy");
+    let env = start(json!({ "mcpServers": { "fx": fx } })).await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    let log = env.path("fx.log");
+    // Both sessions on one server, as every session of one `pimcp-run` is.
+    let server = env.server();
+    let a = connect(server.clone(), TestHost::plain()).await;
+    let b = connect(server, TestHost::plain()).await;
+    let info = a.client.peer().peer_info().unwrap();
+    assert_eq!(
+        info.capabilities.resources.as_ref().and_then(|r| r.subscribe),
+        Some(true)
+    );
+    let subscribe = |s: &Session, uri: &str| {
+        let peer = s.client.peer().clone();
+        let params = SubscribeRequestParams::new(uri);
+        async move { peer.subscribe(params).await }
+    };
+    subscribe(&a, "fixture://readme").await.unwrap();
+    subscribe(&b, "fixture://readme").await.unwrap();
+    assert_eq!(
+        count_events(&log, "subscribe", None),
+        1,
+        "one upstream subscription for both"
+    );
+    wait_until("the update reached the first session", DEADLINE, || {
+        a.probe.updated.lock().unwrap().iter().any(|u| u == "fixture://readme")
+    })
+    .await;
+
+    // The server restarts: pimcp subscribes again, and the update it sends reaches both sessions.
+    env.mcp(json!({ "connect": "fx" })).await;
+    wait_until("re-subscribed after the restart", DEADLINE, || {
+        count_events(&log, "subscribe", None) == 2
+    })
+    .await;
+    wait_until("the update reached the second session", DEADLINE, || {
+        b.probe.updated.lock().unwrap().iter().any(|u| u == "fixture://readme")
+    })
+    .await;
+
+    // A URI nobody lists is refused; the last unsubscribe ends the upstream subscription.
+    assert!(subscribe(&a, "fixture://nope").await.is_err());
+    let unsubscribe = |s: &Session| {
+        let peer = s.client.peer().clone();
+        async move {
+            peer.unsubscribe(UnsubscribeRequestParams::new("fixture://readme"))
+                .await
+        }
+    };
+    unsubscribe(&a).await.unwrap();
+    assert_eq!(count_events(&log, "unsubscribe", None), 0, "b is still subscribed");
+    unsubscribe(&b).await.unwrap();
+    assert_eq!(count_events(&log, "unsubscribe", None), 1);
+    a.client.cancel().await.unwrap();
+    b.client.cancel().await.unwrap();
     env.shutdown().await;
 }
 

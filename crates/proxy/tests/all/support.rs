@@ -208,6 +208,8 @@ pub struct Probe {
     pub approval: Mutex<Option<String>>,
     /// `notifications/progress` received: (progress, total).
     pub progress: Mutex<Vec<(f64, Option<f64>)>>,
+    /// URIs of the `notifications/resources/updated` received.
+    pub updated: Mutex<Vec<String>>,
 }
 
 impl Probe {
@@ -301,6 +303,14 @@ impl ClientHandler for TestHost {
 
     async fn on_resource_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
         self.probe.resources_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        self.probe.updated.lock().unwrap().push(params.uri);
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, _ctx: NotificationContext<RoleClient>) {
