@@ -125,6 +125,7 @@ impl Drop for ProgressRoute<'_> {
 pub(crate) struct InputContext {
     pub handlers: Arc<Handlers>,
     pub allow_sampling: bool,
+    pub sampling_auto_approve: bool,
     pub allow_elicitation: bool,
 }
 
@@ -625,7 +626,12 @@ async fn fulfil(server: &str, tool: &str, input: &InputContext, requests: InputR
     for (key, request) in requests {
         let value = match request {
             InputRequest::CreateMessage(r) => match (&input.handlers.sampling, input.allow_sampling) {
-                (Some(h), true) => match h.create_message(server, r.params).await {
+                (Some(h), true) => match async {
+                    crate::handler::sampling_approved(&input.handlers, server, input.sampling_auto_approve).await?;
+                    h.create_message(server, r.params).await
+                }
+                .await
+                {
                     Ok(result) => encode(serde_json::to_value(result))?,
                     Err(reason) => {
                         return Err(Error::InputRequired {

@@ -75,6 +75,7 @@ fn input() -> InputContext {
     InputContext {
         handlers: Arc::new(Handlers::default()),
         allow_sampling: true,
+        sampling_auto_approve: false,
         allow_elicitation: true,
     }
 }

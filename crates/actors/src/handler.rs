@@ -62,7 +62,18 @@ pub enum ApprovalDecision {
     InputRequired,
 }
 
-/// A call waiting for approval (`approveTools`).
+/// What an [`ApprovalRequest`] asks to allow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ApprovalKind {
+    /// A tool call `approveTools` gates.
+    #[default]
+    ToolCall,
+    /// A server's `sampling/createMessage` (unless `samplingAutoApprove`); `tool` and `original` are
+    /// `sampling/createMessage`, `arguments` is `None`.
+    Sampling,
+}
+
+/// A call (or a server's sampling request) waiting for approval.
 #[derive(Debug, Clone)]
 pub struct ApprovalRequest {
     pub server: String,
@@ -71,6 +82,35 @@ pub struct ApprovalRequest {
     /// The upstream name.
     pub original: String,
     pub arguments: Option<JsonObject>,
+    pub kind: ApprovalKind,
+}
+
+/// The method a sampling approval names as its `tool`.
+const SAMPLING_METHOD: &str = "sampling/createMessage";
+
+/// Whether a sampling request of `server` may go to the sampling handler. With `samplingAutoApprove`, or without an
+/// approval handler (the sampling handler is then the host's own UI and decides), it may; otherwise the approval
+/// handler is asked, and nobody to ask (headless) refuses: `samplingAutoApprove` is what allows sampling there.
+pub(crate) async fn sampling_approved(handlers: &Handlers, server: &str, auto_approve: bool) -> Result<(), String> {
+    let Some(approval) = handlers.approval.as_ref().filter(|_| !auto_approve) else {
+        return Ok(());
+    };
+    let request = ApprovalRequest {
+        server: server.to_owned(),
+        tool: SAMPLING_METHOD.to_owned(),
+        original: SAMPLING_METHOD.to_owned(),
+        arguments: None,
+        kind: ApprovalKind::Sampling,
+    };
+    match approval.approve(&request).await {
+        ApprovalDecision::AllowOnce | ApprovalDecision::AllowForSession => Ok(()),
+        ApprovalDecision::Deny => Err("the user declined the sampling request".into()),
+        ApprovalDecision::InputRequired => Err(
+            "nobody can approve the sampling request in this session; set `settings.samplingAutoApprove: true` to \
+             allow sampling without asking"
+                .into(),
+        ),
+    }
 }
 
 /// Decides gated calls.
@@ -199,6 +239,7 @@ pub(crate) struct RuntimeClient {
     pub(crate) actor: ActorRef<ServerMsg>,
     pub(crate) handlers: Arc<Handlers>,
     pub(crate) allow_sampling: bool,
+    pub(crate) sampling_auto_approve: bool,
     pub(crate) allow_elicitation: bool,
     pub(crate) progress: ProgressRoutes,
     /// Where the server's log messages go.
@@ -244,10 +285,14 @@ impl ClientHandler for RuntimeClient {
         _ctx: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
         match (&self.handlers.sampling, self.allow_sampling) {
-            (Some(h), true) => h
-                .create_message(&self.server, params)
-                .await
-                .map_err(|reason| ErrorData::invalid_request(reason, None)),
+            (Some(h), true) => {
+                sampling_approved(&self.handlers, &self.server, self.sampling_auto_approve)
+                    .await
+                    .map_err(|reason| ErrorData::invalid_request(reason, None))?;
+                h.create_message(&self.server, params)
+                    .await
+                    .map_err(|reason| ErrorData::invalid_request(reason, None))
+            }
             _ => Err(ErrorData::invalid_request(
                 "sampling is not supported by this host",
                 None,

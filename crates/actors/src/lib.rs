@@ -31,7 +31,8 @@ pub use catalog::{
 };
 pub use error::{Error, ErrorCategory, Result};
 pub use handler::{
-    ApprovalDecision, ApprovalHandler, ApprovalRequest, ElicitationHandler, Handlers, RootsProvider, SamplingHandler,
+    ApprovalDecision, ApprovalHandler, ApprovalKind, ApprovalRequest, ElicitationHandler, Handlers, RootsProvider,
+    SamplingHandler,
 };
 pub use naming::{
     Glob, ToolFilter, format_tool_name, resource_tool_name, sanitize_server, server_prefix, tool_candidates,

@@ -16,7 +16,7 @@ use crate::call::{CallJob, CallOptions, ToolOutput};
 use crate::catalog::{Catalog, CatalogTool, MetadataSource, Resolution, ServerInput, ServerMetadata};
 use crate::context::Shared;
 use crate::error::{Error, Result};
-use crate::handler::{ApprovalDecision, ApprovalRequest};
+use crate::handler::{ApprovalDecision, ApprovalKind, ApprovalRequest};
 use crate::naming::{Glob, tool_candidates};
 use crate::server::ServerMsg;
 use crate::status::RuntimeEvent;
@@ -401,6 +401,7 @@ impl Actor for RouterActor {
                                 tool: tool.name.clone(),
                                 original: tool.original.clone(),
                                 arguments: args.clone(),
+                                kind: ApprovalKind::ToolCall,
                             };
                             let decision = match &shared.handlers.approval {
                                 Some(h) => h.approve(&request).await,

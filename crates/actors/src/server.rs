@@ -386,6 +386,7 @@ impl ServerActor {
             actor: myself.clone(),
             handlers: st.shared.handlers.clone(),
             allow_sampling: st.shared.settings.sampling != Some(false),
+            sampling_auto_approve: st.shared.settings.sampling_auto_approve,
             allow_elicitation: st.shared.settings.elicitation != Some(false),
             progress: st.progress.clone(),
             board: st.shared.board.clone(),
@@ -759,6 +760,7 @@ impl ServerActor {
             input: InputContext {
                 handlers: st.shared.handlers.clone(),
                 allow_sampling: st.shared.settings.sampling != Some(false),
+                sampling_auto_approve: st.shared.settings.sampling_auto_approve,
                 allow_elicitation: st.shared.settings.elicitation != Some(false),
             },
             actor: myself.clone(),

@@ -122,6 +122,7 @@ mod tests {
             tool: "fs_delete".into(),
             original: "delete".into(),
             arguments: json!({ "path": long }).as_object().cloned(),
+            kind: pimcp_actors::ApprovalKind::ToolCall,
         };
         let ElicitRequestParams::FormElicitationParams {
             message,

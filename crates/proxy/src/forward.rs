@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use pimcp_actors::{
-    ApprovalDecision, ApprovalHandler, ApprovalRequest, ElicitationHandler, Handlers, RootsProvider, SamplingHandler,
+    ApprovalDecision, ApprovalHandler, ApprovalKind, ApprovalRequest, ElicitationHandler, Handlers, RootsProvider,
+    SamplingHandler,
 };
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -386,6 +387,11 @@ impl ApprovalHandler for HostBridge {
     /// Asks the session that made the call; "allow for this session" is remembered for that session only (the
     /// runtime is told "allow once", so other sessions sharing it are still asked).
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalDecision {
+        // A host that takes sampling keeps its own human in the loop (the MCP spec asks clients to): pimcp-run never
+        // asks a second time. Without such a host the sampling fails anyway, saying so.
+        if request.kind == ApprovalKind::Sampling {
+            return ApprovalDecision::AllowOnce;
+        }
         let host = match self.claim_approval(&request.server, &request.tool) {
             Some(caller) => caller,
             None => match self.host(Need::Elicitation) {

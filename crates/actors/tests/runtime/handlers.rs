@@ -1,4 +1,5 @@
-//! Host callbacks: roots, elicitation and approval, with their fail-closed defaults.
+//! Host callbacks: roots, elicitation, sampling and approval (of calls, and of sampling unless
+//! `samplingAutoApprove`), with their fail-closed defaults.
 #![allow(deprecated)] // roots are SEP-2577-deprecated but still requested by servers
 
 use std::sync::Arc;
@@ -7,10 +8,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use pimcp_actors::{
-    ApprovalDecision, ApprovalHandler, ApprovalRequest, CallOptions, ElicitationHandler, ErrorCategory, Handlers,
-    RootsProvider, Runtime, RuntimeOptions,
+    ApprovalDecision, ApprovalHandler, ApprovalKind, ApprovalRequest, CallOptions, ElicitationHandler, ErrorCategory,
+    Handlers, RootsProvider, Runtime, RuntimeOptions, SamplingHandler,
 };
-use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, Root};
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction, Root,
+    SamplingMessage,
+};
 use serde_json::json;
 
 use super::support::*;
@@ -128,4 +132,75 @@ async fn approval_gates_calls_and_fails_closed() {
     // Denied once + allowed for the session once.
     assert_eq!(asked.load(Ordering::SeqCst), 2);
     rt.shutdown(Duration::from_secs(10)).await;
+}
+
+struct Model;
+
+#[async_trait]
+impl SamplingHandler for Model {
+    async fn create_message(
+        &self,
+        _server: &str,
+        _params: CreateMessageRequestParams,
+    ) -> Result<CreateMessageResult, String> {
+        Ok(CreateMessageResult::new(
+            SamplingMessage::assistant_text("four"),
+            "host-model".to_owned(),
+        ))
+    }
+}
+
+/// Answers sampling approvals with `decision` and counts them; tool-call approvals are not expected.
+struct SamplingGate(ApprovalDecision, Arc<AtomicUsize>);
+
+#[async_trait]
+impl ApprovalHandler for SamplingGate {
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalDecision {
+        assert_eq!(request.kind, ApprovalKind::Sampling, "{request:?}");
+        assert_eq!(request.server, "fx");
+        self.1.fetch_add(1, Ordering::SeqCst);
+        self.0
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_is_approved_first_unless_sampling_auto_approve() {
+    for protocol in ["legacy", "auto"] {
+        for (decision, auto, works, asked) in [
+            (ApprovalDecision::AllowOnce, false, true, 1),
+            (ApprovalDecision::Deny, false, false, 1),
+            // Nobody to ask (headless): refused, unless samplingAutoApprove, which never asks.
+            (ApprovalDecision::InputRequired, false, false, 1),
+            (ApprovalDecision::InputRequired, true, true, 0),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let count = Arc::new(AtomicUsize::new(0));
+            let handlers = Handlers {
+                sampling: Some(Arc::new(Model)),
+                approval: Some(Arc::new(SamplingGate(decision, count.clone()))),
+                ..Handlers::default()
+            };
+            let mut fx = stdio(&[]);
+            fx["protocol"] = json!(protocol);
+            let config = json!({"settings": {"samplingAutoApprove": auto}, "mcpServers": {"fx": fx}});
+            let rt = start_with_handlers(dir.path(), config, handlers).await;
+            let out = rt
+                .call("fx_sample", args(json!({"prompt": "2+2?"})), CallOptions::default())
+                .await;
+            let case = format!("{protocol}, {decision:?}, samplingAutoApprove {auto}");
+            match (&out, works) {
+                (Ok(o), true) => assert!(o.text().contains("four"), "{case}: {}", o.text()),
+                (Ok(o), false) => assert!(o.is_error || !o.text().contains("four"), "{case}: {}", o.text()),
+                (Err(e), false) => {
+                    let text = e.to_string();
+                    if decision == ApprovalDecision::InputRequired {
+                        assert!(text.contains("samplingAutoApprove"), "{case}: {text}");
+                    }
+                }
+                (Err(e), true) => panic!("{case}: {e}"),
+            }
+            assert_eq!(count.load(Ordering::SeqCst), asked, "{case}");
+            rt.shutdown(Duration::from_secs(10)).await;
+        }
+    }
 }
