@@ -1381,6 +1381,7 @@ impl Actor for ServerActor {
         });
         let mut status = ServerStatus::new(&st.cfg.name, st.state.clone(), lifecycle_name(st.cfg.lifecycle));
         status.reason = st.reason.clone();
+        status.description.clone_from(&st.cfg.description);
         st.shared.board.insert(status);
         Self::publish_status(&st);
         Ok(st)

@@ -107,6 +107,9 @@ pub struct ServerStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     pub lifecycle: String,
+    /// The server's `description` from the config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// When the live connection came up (for `uptime_ms`).
     #[serde(skip)]
     pub(crate) connected_at: Option<std::time::Instant>,
@@ -131,6 +134,7 @@ impl ServerStatus {
             in_flight: 0,
             pid: None,
             lifecycle: lifecycle.to_owned(),
+            description: None,
             connected_at: None,
         }
     }

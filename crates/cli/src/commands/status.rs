@@ -95,7 +95,13 @@ pub(crate) fn render(snapshot: &StatusSnapshot, style: Style, now: SystemTime) -
                 --url URL`.\n"
             .into();
     }
-    let mut table = Table::new(&["SERVER", "STATE", "TOOLS", "LIFECYCLE", "PROTOCOL", "DETAIL"]);
+    // Descriptions, when any server has one, in a last column cut to a line's worth.
+    let described = snapshot.servers.iter().any(|s| s.description.is_some());
+    let mut headers = vec!["SERVER", "STATE", "TOOLS", "LIFECYCLE", "PROTOCOL", "DETAIL"];
+    if described {
+        headers.push("DESCRIPTION");
+    }
+    let mut table = Table::new(&headers);
     for s in &snapshot.servers {
         let (glyph, colour) = state_mark(&s.state);
         let tools = if s.metadata.is_some() || s.tool_count > 0 {
@@ -103,14 +109,18 @@ pub(crate) fn render(snapshot: &StatusSnapshot, style: Style, now: SystemTime) -
         } else {
             "-".into()
         };
-        table.row(vec![
+        let mut row = vec![
             s.name.as_str().into(),
             cell(format!("{glyph} {}", s.state.name()), colour),
             tools.into(),
             s.lifecycle.as_str().into(),
             s.protocol_version.as_deref().unwrap_or("-").into(),
             cell(detail(s, now), None),
-        ]);
+        ];
+        if described {
+            row.push(short(s.description.as_deref().unwrap_or("-"), MAX_DESCRIPTION_CHARS).into());
+        }
+        table.row(row);
     }
     let mut out = table.render(style);
     let n_ready = snapshot
@@ -126,6 +136,20 @@ pub(crate) fn render(snapshot: &StatusSnapshot, style: Style, now: SystemTime) -
         if n_tools == 1 { "" } else { "s" },
     ));
     out
+}
+
+/// Characters of a description the status table shows.
+const MAX_DESCRIPTION_CHARS: usize = 60;
+
+/// `text` on one line, cut to `max` characters with `…`.
+fn short(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max {
+        return line;
+    }
+    let mut cut: String = line.chars().take(max - 1).collect();
+    cut.push('…');
+    cut
 }
 
 /// The DETAIL column: the reason, plus what to do about it.
@@ -188,6 +212,24 @@ mod tests {
         let mut s: ServerStatus = serde_json::from_value(json).unwrap();
         s.state = state;
         s
+    }
+
+    #[test]
+    fn descriptions_get_a_column_of_their_own_cut_to_one_line() {
+        let mut files = status("files", ServerState::Cached);
+        files.description = Some(format!("Read and write files\nunder the project {}", "x".repeat(100)));
+        let plain = status("plain", ServerState::Cached);
+        let snapshot = StatusSnapshot {
+            schema: StatusSnapshot::SCHEMA.into(),
+            taken_at_ms: 0,
+            servers: vec![files, plain],
+        };
+        let text = render(&snapshot, Style { colour: false }, UNIX_EPOCH);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].ends_with("DESCRIPTION"), "{text}");
+        assert!(lines[1].contains("Read and write files under the project x"), "{text}");
+        assert!(lines[1].ends_with('…'), "{text}");
+        assert!(lines[2].ends_with(" -"), "{text}");
     }
 
     #[test]
