@@ -23,10 +23,9 @@ async fn python_and_inspector_share_one_serve_instance_and_one_upstream_process(
     let log = sandbox.path("fixture.log");
     let serve = sandbox.serve_http(&[]);
     let url = serve.url();
-    // Connect once so the direct tool `fixture_echo` is known (a lazy server with nothing cached shows only `mcp`).
+    // The direct tool `fixture_echo` appears by itself: `serve` discovers the direct-tool server nothing is cached
+    // of as it starts.
     let admin = client(&url, None).await;
-    let r = call(admin.peer(), "mcp", json!({ "connect": "fixture" })).await;
-    assert_eq!(r.is_error, Some(false), "{}", text_of(&r));
     assert!(
         eventually(DEADLINE, async || {
             admin
@@ -36,7 +35,7 @@ async fn python_and_inspector_share_one_serve_instance_and_one_upstream_process(
                 .is_ok_and(|t| t.iter().any(|t| t.name == "fixture_echo"))
         })
         .await,
-        "the direct tool appears once the server is connected"
+        "the direct tool appears once the start-up discovery connected the server"
     );
     admin.cancel().await.unwrap();
 
