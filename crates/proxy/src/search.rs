@@ -15,7 +15,11 @@
 //!   (the incumbent let it stem-match every token starting with it).
 //! - Per field, the whole normalized query as a phrase: equal to the field 14w, a prefix 9w, contained 6w
 //!   (keywords: the best single keyword).
-//! - Gate: a tool is a hit when a phrase matched, or every query token matched (≤ 2 tokens), or at least 60 % did.
+//! - Query tokens leave out English filler words (`a`, `the`, `to`, …; [`STOPWORDS`]) unless the query has nothing
+//!   else.
+//! - Gate: a tool is a hit when a phrase matched, or its one query token matched, or at least half of several did
+//!   (`echo message` finds an `echo` tool whose text never says "message"; the incumbent asked for every token of
+//!   one or two, and 60 % of more, so a model's natural two-word query often found nothing).
 //! - Bonuses: all tokens matched +25 (else `round(10 · coverage)`), the first query token is a name token +8, a whole
 //!   field equals the query +20. Example: `echo` against `everything_echo` (description "Echoes back the input
 //!   string") scores 408, as in the incumbent.
@@ -45,6 +49,13 @@ use pimcp_actors::ToolSchema;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+
+/// English filler words a model puts in a search ("a", "the", "to", …): left out of a query's tokens (unless the
+/// query has nothing else), so they neither match every description nor count against the words that matter.
+const STOPWORDS: [&str; 24] = [
+    "a", "an", "and", "any", "as", "at", "by", "for", "from", "i", "in", "into", "is", "it", "me", "my", "of", "on",
+    "or", "please", "some", "the", "to", "with",
+];
 
 /// Default page size of a search.
 pub const DEFAULT_LIMIT: usize = 12;
@@ -672,6 +683,10 @@ impl SearchIndex {
                 tokens.push(t);
             }
         }
+        // Filler words of a request ("echo a message", "read the file") do not count, unless they are all it has.
+        if tokens.iter().any(|t| !STOPWORDS.contains(&t.as_str())) {
+            tokens.retain(|t| !STOPWORDS.contains(&t.as_str()));
+        }
         tokens.truncate(MAX_QUERY_TOKENS);
         if tokens.is_empty() {
             return None;
@@ -782,7 +797,7 @@ impl SearchIndex {
             }
             let covered = acc.matched.count_ones() as usize;
             let tier = tiers.get(&doc).copied();
-            let passes = phrase || if n <= 2 { covered == n } else { covered * 10 >= n * 6 };
+            let passes = phrase || if n == 1 { covered == 1 } else { covered * 2 >= n };
             if !passes && tier.is_none() {
                 continue;
             }
@@ -1542,13 +1557,28 @@ mod tests {
     }
 
     #[test]
-    fn gate_rejects_partial_two_word_queries() {
+    fn half_of_the_words_is_enough_and_full_matches_rank_first() {
         let index = everything();
+        // One of two words: a hit, below the tools that match both.
         let page = index.search(&SearchQuery::new("echo zebra")).unwrap();
+        assert_eq!(names(&page).first().map(String::as_str), Some("everything_echo"));
+        let page = index.search(&SearchQuery::new("zebra giraffe")).unwrap();
         assert_eq!(page.total, 0, "{:?}", names(&page));
-        // Three of four words is enough (≥ 60 %).
         let page = index.search(&SearchQuery::new("read complete file zebra")).unwrap();
         assert_eq!(names(&page).first().map(String::as_str), Some("files_read_file"));
+        // One of three is not.
+        let page = index.search(&SearchQuery::new("echo zebra giraffe")).unwrap();
+        assert_eq!(page.total, 0, "{:?}", names(&page));
+    }
+
+    #[test]
+    fn filler_words_do_not_count() {
+        let index = everything();
+        let page = index.search(&SearchQuery::new("echo a message")).unwrap();
+        assert_eq!(names(&page).first().map(String::as_str), Some("everything_echo"));
+        // A query of filler words only still searches them.
+        let page = index.search(&SearchQuery::new("the")).unwrap();
+        assert!(page.total > 0);
     }
 
     #[test]
