@@ -512,7 +512,7 @@ impl ServerHandler for ProxyServer {
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "pimcp fronts several MCP servers. Use the mcp tool: mcp({}) for status, mcp({search: \"words\"}) to \
+                "pimcp fronts the configured MCP servers. Use the mcp tool: mcp({}) for status, mcp({search: \"words\"}) to \
                  find a tool, mcp({tool, args}) to call it.",
             )
     }
