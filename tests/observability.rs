@@ -1,4 +1,4 @@
-//! Observability of the real `pimcp-run` binary (SPEC 9): with `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an
+//! Observability of the real `pimcp-run` binary: with `OTEL_EXPORTER_OTLP_ENDPOINT` pointing at an
 //! in-process OTLP/HTTP receiver, a host's `mcp` calls arrive as spans whose parent links cross the actor hops
 //! (proxy request → tool call → upstream request, and the connect the first call caused), with metadata attributes
 //! only; secrets planted in a server's environment, in an HTTP header and in call arguments never appear in any

@@ -1,4 +1,4 @@
-//! Hot reload (SPEC 3.6) of the watched config file, without any signal: editing one server's args restarts only
+//! Hot reload of the watched config file, without any signal: editing one server's args restarts only
 //! that server while a call on another server completes; an invalid file keeps the running setup, and the refusal
 //! is visible in `mcp({})` and `GET /status` until the file is fixed. The stdio entry point reloads too.
 

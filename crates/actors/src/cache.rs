@@ -1,4 +1,4 @@
-//! The metadata cache (SPEC 7): `<agentDir>/pimcp/cache.json`, versioned, one entry per server holding its tools,
+//! The metadata cache: `<agentDir>/pimcp/cache.json`, versioned, one entry per server holding its tools,
 //! resources, prompts, instructions and negotiated era, keyed by the server's identity hash. Written atomically
 //! (temp + rename, mode 0600) under an exclusive file lock after re-reading the file, so concurrent processes merge
 //! rather than clobber; pruned of servers no longer configured. Blocking I/O: call from `spawn_blocking`.

@@ -1,5 +1,5 @@
 //! One tool call (or resource read) on a live connection, run in a task the ServerActor spawns: per-call timeout
-//! that cancels on the wire and is extended by progress, caller cancellation, SPEC 4 retry rules (retry only when
+//! that cancels on the wire and is extended by progress, caller cancellation, the retry rules (retry only when
 //! the request provably did not reach the server, or the tool is read-only/idempotent — never replay a
 //! non-idempotent call that may have arrived), and fast failure when the transport dies mid-call. On stdio and socket
 //! connections a call without a progress route takes the fast request path (`transport::fast_client`) with the same
@@ -719,7 +719,7 @@ fn into_output(tool: &CatalogTool, result: ServerResult) -> Result<ToolOutput> {
 }
 
 /// The `outcome` of an `upstream_request` span: `ok`, `tool-error` (an `isError` result), `input-required`, or the
-/// failure's SPEC 11 category.
+/// failure's error category.
 fn upstream_outcome(outcome: &std::result::Result<ServerResult, ServiceError>) -> &'static str {
     match outcome {
         Ok(ServerResult::CallToolResult(r)) if r.is_error == Some(true) => "tool-error",

@@ -1,4 +1,4 @@
-//! The merged tool catalog: per-server metadata turned into exposed names (SPEC 6), filtered by include/exclude,
+//! The merged tool catalog: per-server metadata turned into exposed names (`toolPrefix`), filtered by include/exclude,
 //! with resources as `read_<name>` tools, collisions dropped, and name resolution (prefixed, original, `-`/`_`
 //! fuzzy, implied server, ambiguity, suggestions). A `Catalog` is an immutable snapshot; the router publishes a new
 //! one whenever a server's metadata or state changes, and readers clone the `Arc` without messaging anyone.
@@ -185,7 +185,7 @@ impl CatalogTool {
         })
     }
 
-    /// `readOnlyHint` or `idempotentHint`: a call may be replayed safely (SPEC 4). Resource reads are reads.
+    /// `readOnlyHint` or `idempotentHint`: a call may be replayed safely. Resource reads are reads.
     pub fn is_replay_safe(&self) -> bool {
         if self.resource_uri.is_some() {
             return true;

@@ -1,4 +1,4 @@
-//! The crate's one error type: every failure a host can see, each carrying an [`ErrorCategory`] (SPEC 11).
+//! The crate's one error type: every failure a host can see, each carrying an [`ErrorCategory`].
 //!
 //! Messages are lowercase, name the server/tool they are about, and never contain a secret value.
 
@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// The machine category of an error (SPEC 11). Proxy results carry it as the kebab-case string of [`ErrorCategory::as_str`].
+/// The machine category of an error. Proxy results carry it as the kebab-case string of [`ErrorCategory::as_str`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorCategory {
@@ -172,7 +172,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// The SPEC 11 category of this error.
+    /// The category of this error.
     pub fn category(&self) -> ErrorCategory {
         match self {
             Error::NeedsAuth { .. } | Error::Auth { .. } => ErrorCategory::NeedsAuth,

@@ -1,4 +1,4 @@
-//! Tool naming (SPEC 6): `toolPrefix` modes, escaping, no double prefix, resource tool names, `-`/`_` fuzz,
+//! Tool naming: `toolPrefix` modes, escaping, no double prefix, resource tool names, `-`/`_` fuzz,
 //! and the `*`/`?` globs of `includeTools`/`excludeTools`.
 
 use pimcp_config::ToolPrefix;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 
-/// Timing knobs of the runtime. Defaults are SPEC 4's numbers; tests shorten them.
+/// Timing knobs of the runtime. Defaults are the documented ones (docs/runtime-semantics.md); tests shorten them.
 #[derive(Debug, Clone)]
 pub struct Tuning {
     /// First connect retry delay (default 200 ms).

@@ -123,7 +123,7 @@ fn forward(
     }
 }
 
-/// Whether `approveTools` (the server's, else the global one) gates calls of `tool` (SPEC 6): globs over the original
+/// Whether `approveTools` (the server's, else the global one) gates calls of `tool`: globs over the original
 /// and every prefixed form of the name. The router asks before a call; the proxy marks search hits with it.
 pub fn approval_required(config: &Config, tool: &CatalogTool) -> bool {
     let Some(cfg) = config.server(&tool.server) else {

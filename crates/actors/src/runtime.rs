@@ -271,7 +271,7 @@ impl RuntimeHandle {
         self.control(server, |reply| ServerMsg::Enable { reply }).await
     }
 
-    /// Applies a new configuration (SPEC 3.6): removed servers stop, changed servers restart (closing any
+    /// Applies a new configuration (a reload): removed servers stop, changed servers restart (closing any
     /// crash-loop breaker), unchanged servers keep their connections and calls. Settings are fixed at start.
     pub async fn reconfigure(&self, config: Config) -> Result<()> {
         self.check_running()?;

@@ -1,4 +1,4 @@
-//! ServerActor: one per configured server; owns its connection and drives its lifecycle (SPEC 4) as message-driven
+//! ServerActor: one per configured server; owns its connection and drives its lifecycle as message-driven
 //! state transitions. Slow work (connect + discovery, calls, health checks, list refreshes, close) runs in spawned
 //! tasks that report back as messages; timers (idle, health, backoff, debounce) are messages to self guarded by a
 //! generation number, so a stale timer is ignored instead of cancelled racily. Nothing outside changes its state.
@@ -641,10 +641,11 @@ impl ServerActor {
 
     /// Runs the first discovery of a connection that became ready early; `Discovered` follows.
     ///
-    /// It first waits (at most `Tuning::discovery_after_calls_max`) for `calls`, the calls that were queued for
-    /// this connection: they are why it was started, and an upstream handles requests concurrently, so lists sent
-    /// beside a call delay its answer. Against server-everything a first call sent with the three lists was
-    /// answered after them, ~20 ms after `initialize` instead of ~11 ms alone (docs/benchmarks.md, session 14).
+    /// It first waits (at most `Tuning::discovery_after_calls_max`) for `calls`, the calls that were queued for this
+    /// connection: they are why it was started, and an upstream handles requests concurrently, so lists sent beside a
+    /// call delay its answer. Against server-everything a first call sent with the three lists was answered after them,
+    /// ~20 ms after `initialize` instead of ~11 ms alone (docs/benchmarks.md, "the first call with a cache goes before
+    /// the lists").
     fn spawn_discovery(myself: &ActorRef<ServerMsg>, st: &ServerActorState, calls: Vec<JoinHandle<()>>) {
         let Some(live) = &st.live else { return };
         let peer = live.peer.clone();
@@ -908,7 +909,7 @@ impl ServerActor {
         };
         tracing::info!(server = %st.cfg.name, %reason, "connection lost");
         st.last_error = Some((ErrorCategory::Connection, reason.clone()));
-        // Keep the HTTP session so the reconnect can re-adopt it (SPEC 4); stdio children are killed.
+        // Keep the HTTP session so the reconnect can re-adopt it; stdio children are killed.
         st.resume = live.conn.resume_token();
         tokio::spawn(async move {
             let _ = live.conn.abandon().await;
@@ -1466,7 +1467,7 @@ fn era_name(era: Era) -> &'static str {
     }
 }
 
-/// The `outcome` of a `connect` span: `ok` or a SPEC 11 category (`cancelled` for an attempt called off).
+/// The `outcome` of a `connect` span: `ok` or an error category (`cancelled` for an attempt called off).
 fn connect_outcome(result: &std::result::Result<Box<Established>, ConnectFailure>) -> &'static str {
     match result {
         Ok(_) => "ok",

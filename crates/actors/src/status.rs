@@ -12,7 +12,7 @@ use tokio::sync::broadcast;
 use crate::cache::epoch_ms;
 use crate::error::ErrorCategory;
 
-/// A server's lifecycle state (SPEC 2). Transitions happen only inside its ServerActor.
+/// A server's lifecycle state. Transitions happen only inside its ServerActor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
 pub enum ServerState {

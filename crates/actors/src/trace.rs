@@ -1,4 +1,4 @@
-//! The metadata-only JSONL protocol trace (SPEC 9, `settings.trace` / per-server `trace`): a transport wrapper that
+//! The metadata-only JSONL protocol trace (`settings.trace` / per-server `trace`): a transport wrapper that
 //! writes one line per JSON-RPC message a connection sends or receives — method, id, size, round-trip duration and
 //! error category, never params, results, URLs, headers or tokens — into one size-capped file per runtime that
 //! rotates to `<file>.1` (one old file kept).
@@ -371,7 +371,7 @@ pub struct TraceLine {
     /// JSON-RPC error code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_code: Option<i64>,
-    /// SPEC 11 category: `validation` (-32602), `input-required` (-32042), `tool-error` (a result with `isError`),
+    /// Error category: `validation` (-32602), `input-required` (-32042), `tool-error` (a result with `isError`),
     /// `connection` (send failed), `other`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -485,7 +485,7 @@ impl ConnTrace {
     }
 }
 
-/// SPEC 11 category of a JSON-RPC error code.
+/// The error category of a JSON-RPC error code.
 fn error_category(code: i64) -> &'static str {
     match code {
         -32602 => "validation",

@@ -1,10 +1,10 @@
 //! The two C math functions pimcp-run's dependencies call, defined here from the pure-Rust `libm` crate so that the
 //! binary does not load glibc's `libm.so.6`: tokio's multi-thread scheduler statistics call `pow` (`f64::powf`, for
 //! `serve --http`) and num-bigint (under jsonschema) calls `log2`. Loading libm costs the stdio server ~0.3 MiB of
-//! resident memory for two functions it barely uses (docs/benchmarks.md, "Session 7"). With no undefined reference
-//! left, the linker's `--as-needed` drops libm from the binary's `NEEDED` list; a test (`tests/all/commands.rs`,
-//! `pimcp_run_does_not_load_libm`) fails when a dependency starts calling another libm function, naming none: `nm -D
-//! --undefined-only` on the binary shows which.
+//! resident memory for two functions it barely uses (docs/benchmarks.md, "less code on the serving path"). With no
+//! undefined reference left, the linker's `--as-needed` drops libm from the binary's `NEEDED` list; a test
+//! (`tests/all/commands.rs`, `pimcp_run_does_not_load_libm`) fails when a dependency starts calling another libm
+//! function, naming none: `nm -D --undefined-only` on the binary shows which.
 //!
 //! Both are musl's algorithms (the `libm` crate is their port): within 1 ULP of glibc's, which is all the callers
 //! need (an average of poll times; a capacity estimate). The symbols are the executable's own: shared libraries keep

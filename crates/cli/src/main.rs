@@ -159,10 +159,11 @@ mod entry {
 }
 
 impl Cli {
-    /// The process's arguments, parsed. The stdio server's own command lines (nothing, or `--config PATH`: what a
-    /// host writes in its MCP configuration) are read directly; for anything else clap builds its command tree
-    /// (every subcommand's arguments) and parses. Keeping clap off the server's start keeps ~190 KiB of executed code
-    /// out of its resident memory (docs/benchmarks.md, "Session 7"); a test holds both readings to the same result.
+    /// The process's arguments, parsed. The stdio server's own command lines (nothing, or `--config PATH`: what a host
+    /// writes in its MCP configuration) are read directly; for anything else clap builds its command tree (every
+    /// subcommand's arguments) and parses. Keeping clap off the server's start keeps ~190 KiB of executed code out of
+    /// its resident memory (docs/benchmarks.md, "less code on the serving path"); a test holds both readings to the
+    /// same result.
     fn from_env() -> Cli {
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
         if args.first().is_some_and(|arg| arg == UNWIND_CHECK_ARG) {
@@ -198,7 +199,7 @@ impl Cli {
 
 /// Makes every thread allocate from glibc's main malloc arena. With no command pimcp-run is the stdio server (or the
 /// `--attach` relay): one thread runs the runtime, and the few helper threads (tokio's blocking pool, the standby
-/// shim's spawner; until session 7 also a schema warm-up) each got an arena of their own, which stays resident after
+/// shim's spawner; formerly also a schema warm-up) each got an arena of their own, which stays resident after
 /// their short work (RssAnon 2,968 -> 2,904 KiB median in the 200-call session). `serve --http` keeps the default:
 /// its worker threads allocate concurrently. Called before any second thread exists: a thread's arena is picked on
 /// its first allocation.

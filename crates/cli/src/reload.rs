@@ -1,4 +1,4 @@
-//! Hot reload of the configuration (SPEC 3.6) for both MCP entry points of `pimcp-run` (stdio and `serve --http`).
+//! Hot reload of the configuration for both MCP entry points of `pimcp-run` (stdio and `serve --http`).
 //! The files the loader reported in `Config::sources` (present or not, so creating one counts) are fingerprinted
 //! every second, and SIGHUP forces a reload. The new configuration is validated first: an error that the running
 //! setup did not already have refuses it, the running setup stays, and the refusal is logged and shown at the top

@@ -1,4 +1,4 @@
-//! Logging and tracing of `pimcp-run` (SPEC 9): human logs on stderr (`PIMCP_LOG`, else `RUST_LOG`, else `warn`),
+//! Logging and tracing of `pimcp-run`: human logs on stderr (`PIMCP_LOG`, else `RUST_LOG`, else `warn`),
 //! and, only when `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set, an OpenTelemetry
 //! exporter that sends pimcp's spans over OTLP/HTTP (protobuf) from a batch processor thread. Without an endpoint no
 //! exporter, thread or connection exists. [`shutdown`] flushes; it runs when the [`Telemetry`] guard drops. Exits

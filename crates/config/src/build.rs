@@ -386,7 +386,7 @@ fn minutes(value: f64) -> Option<Duration> {
     seconds(value * 60.0)
 }
 
-/// SPEC 12: `requestTimeoutMs` and `timeout` set the request timeout (ms wins); `startupTimeout` and `toolTimeout`
+/// `requestTimeoutMs` and `timeout` set the request timeout (ms wins); `startupTimeout` and `toolTimeout`
 /// are more specific and win for their phase.
 fn build_timeouts(raw: &RawServer, lifecycle: Lifecycle, settings: &Settings) -> Timeouts {
     let request_ms = raw.request_timeout_ms.and_then(|ms| seconds(ms / 1000.0));

@@ -1,4 +1,4 @@
-//! Editing config files for the CLI (SPEC 3.8): `add`, `remove`, `enable`/`disable` and `init`'s `imports` line.
+//! Editing config files for the CLI: `add`, `remove`, `enable`/`disable` and `init`'s `imports` line.
 //!
 //! Every edit is minimal and safe:
 //! - only the member it owns is inserted, replaced or removed; every other byte of the file (comments, order,

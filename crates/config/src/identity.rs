@@ -1,4 +1,4 @@
-//! The identity hash of a server (SPEC 7): SHA-256 over the fields that decide what the server *is* — transport (with
+//! The identity hash of a server: SHA-256 over the fields that decide what the server *is* — transport (with
 //! env/header values, `!command`s as their command text, never executed), cwd, url, auth, protocol, tool filters and
 //! `exposeResources`. The metadata cache is keyed by it: change any of these and cached metadata no longer applies.
 

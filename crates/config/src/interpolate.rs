@@ -1,4 +1,4 @@
-//! Variable interpolation (SPEC 3.3): `${VAR}`, `${VAR:-default}`, `${env:VAR}`, `$env:VAR`, `{env:VAR}`, and in
+//! Variable interpolation: `${VAR}`, `${VAR:-default}`, `${env:VAR}`, `$env:VAR`, `{env:VAR}`, and in
 //! `headers`/`env` values also bare `$VAR`; `$$` is a literal `$` and `$!` a literal `!`. A missing variable without a
 //! default is collected (by name) for the caller to report; the text is never part of a message.
 

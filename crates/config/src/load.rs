@@ -1,5 +1,6 @@
-//! Loading: which files are read (SPEC 3.1), in which order layers merge, what trust allows, and the entry points
-//! [`load`] and [`load_in_memory`]. Nothing here fails as a whole: every problem becomes a [`ConfigProblem`].
+//! Loading: which files are read (the six config sources of docs/configuration.md), in which order layers merge, what
+//! trust allows, and the entry points [`load`] and [`load_in_memory`]. Nothing here fails as a whole: every problem
+//! becomes a [`ConfigProblem`].
 //!
 //! Layers, lowest precedence first:
 //! 1. host imports (`imports` of any trusted file, then `settings.hostConfigDiscovery: "on"`), merged first-wins:

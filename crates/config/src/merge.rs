@@ -1,7 +1,7 @@
-//! Field-by-field merge of one server's entries across layers (lowest first), with provenance and the scrubs of
-//! SPEC 3.1: switching transport (`command` ↔ `url` ↔ `socket`) drops the other transport's fields and `type`; a
-//! changed `url` drops inherited credentials (`headers`, `bearerToken`, `bearerTokenEnv`, and `oauth` unless it is
-//! `false`). A `null` removes the inherited field. Settings merge shallowly per key.
+//! Field-by-field merge of one server's entries across layers (lowest first), with provenance and the scrubs
+//! (docs/configuration.md, section 3): switching transport (`command` ↔ `url` ↔ `socket`) drops the other transport's
+//! fields and `type`; a changed `url` drops inherited credentials (`headers`, `bearerToken`, `bearerTokenEnv`, and
+//! `oauth` unless it is `false`). A `null` removes the inherited field. Settings merge shallowly per key.
 
 use std::collections::{BTreeMap, BTreeSet};
 

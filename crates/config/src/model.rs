@@ -158,7 +158,7 @@ pub enum OAuthGrant {
     IdentityAssertion,
 }
 
-/// SPEC 4: when a server connects and whether it is kept alive.
+/// `lifecycle`: when a server connects and whether it is kept alive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Lifecycle {
@@ -169,7 +169,7 @@ pub enum Lifecycle {
     LazyKeepAlive,
 }
 
-/// SPEC 5: which protocol era to speak.
+/// `protocolVersion`: which protocol era to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 pub enum ProtocolMode {
     /// `initialize` only (≤ 2025-11-25).
@@ -184,7 +184,7 @@ pub enum ProtocolMode {
     Stateless20260728,
 }
 
-/// `toolPrefix`: how upstream tool names become proxy names (SPEC 6).
+/// `toolPrefix`: how upstream tool names become proxy names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolPrefix {
@@ -215,7 +215,7 @@ pub enum ApproveTools {
     Globs(Vec<String>),
 }
 
-/// Resolved timeouts; the more specific key wins (SPEC 12).
+/// Resolved timeouts; the more specific key wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
     /// Connect + initialize (default 30 s).
@@ -266,7 +266,7 @@ pub enum Availability {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Origin {
-    /// One of the six config files (SPEC 3.1) or `--config PATH`.
+    /// One of the six config files or `--config PATH`.
     File { source: SourceKind, path: PathBuf },
     /// A host config listed in `imports`.
     Import { host: String, path: PathBuf },
@@ -276,7 +276,7 @@ pub enum Origin {
     InMemory,
 }
 
-/// The six sources of SPEC 3.1, lowest precedence first.
+/// The six config sources (docs/configuration.md, section 1), lowest precedence first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SourceKind {
@@ -289,7 +289,7 @@ pub enum SourceKind {
 }
 
 impl SourceKind {
-    /// Project files need trust (SPEC 3.4).
+    /// Project files need project trust.
     pub fn is_project(self) -> bool {
         matches!(self, SourceKind::SharedProject | SourceKind::PiProject)
     }

@@ -1,6 +1,6 @@
 //! Where things live: the environment snapshot ([`EnvMap`]), the agent directory, pimcp's data directory, the six
-//! config sources of SPEC 3.1, and `~` expansion. Nothing here reads the process environment except
-//! [`EnvMap::from_process`].
+//! config sources (docs/configuration.md, section 1), and `~` expansion. Nothing here reads the process environment
+//! except [`EnvMap::from_process`].
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,4 +1,4 @@
-//! Agent Plugins 1.0 (SPEC 3.7, <https://agent-plugins.org>): a package directory with a `plugin.json` manifest and an
+//! Agent Plugins 1.0 (<https://agent-plugins.org>): a package directory with a `plugin.json` manifest and an
 //! optional root `mcp.json` whose servers pimcp adds as `<plugin>__<server>`.
 //!
 //! What is validated (spec §4-§9):

@@ -1,4 +1,4 @@
-//! `!command` secrets (SPEC 3.3): how a config string becomes a [`SecretValue`], and how the runtime resolves one at
+//! `!command` secrets: how a config string becomes a [`SecretValue`], and how the runtime resolves one at
 //! connect time. Loading never runs a command; only [`SecretValue::resolve`] does.
 //!
 //! A command runs as `sh -c <command>` leading its own process group with stdin and stderr on `/dev/null`, inherits

@@ -1,4 +1,4 @@
-//! Project trust (SPEC 3.4). Project files (`.mcp.json`, `.pi/mcp.json`, and the project-scope host files that
+//! Project trust. Project files (`.mcp.json`, `.pi/mcp.json`, and the project-scope host files that
 //! imports read, such as `.cursor/mcp.json`) can start arbitrary programs, so their servers run only once the user
 //! trusts the directory with `pimcp-run trust [DIR]` (or for one run with `PIMCP_TRUST_PROJECT=1`).
 //!

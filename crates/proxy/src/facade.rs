@@ -1,5 +1,5 @@
-//! The proxy façade: [`Proxy`] answers every mode of the `mcp` tool (SPEC 6) over a running runtime — status, list,
-//! search, describe, instructions, connect and call — as tool results that carry a SPEC 11 category on failure, and
+//! The proxy façade: [`Proxy`] answers every mode of the `mcp` tool over a running runtime — status, list,
+//! search, describe, instructions, connect and call — as tool results that carry an error category on failure, and
 //! offers the same data as structs (`status`, `search`, `describe`, `call`, …) for the CLI. It keeps one
 //! [`SearchIndex`] per catalog snapshot (rebuilt when the runtime publishes a new catalog, never per query), one
 //! compiled argument validator per tool schema, and the [`SpillDir`] of the output guard.
@@ -68,7 +68,7 @@ pub struct CallContext {
 pub struct ProxyResponse {
     /// The tool result exactly as sent to the host (`isError` and `_meta["pimcp/category"]` set on errors).
     pub result: CallToolResult,
-    /// The SPEC 11 category when this is an error.
+    /// The error category when this is an error.
     pub category: Option<Category>,
     /// What the output guard did, for call results.
     pub guard: Option<GuardReport>,
@@ -376,7 +376,7 @@ impl Proxy {
         self.inner.spill.path()
     }
 
-    /// Applies a new configuration to the runtime (SPEC 3.6) and to the proxy (keywords, direct tools, approvals).
+    /// Applies a new configuration to the runtime (a reload) and to the proxy (keywords, direct tools, approvals).
     pub async fn reconfigure(&self, config: Config) -> std::result::Result<(), ProxyError> {
         self.inner
             .runtime
@@ -1320,7 +1320,7 @@ fn mode_name(request: &ProxyRequest) -> &'static str {
     }
 }
 
-/// The runtime's category as the proxy texts spell it (the two enums mirror SPEC 11).
+/// The runtime's category as the proxy texts spell it (the two enums mirror each other).
 pub fn category_of(c: ErrorCategory) -> Category {
     match c {
         ErrorCategory::NeedsAuth => Category::NeedsAuth,

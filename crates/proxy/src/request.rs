@@ -1,4 +1,4 @@
-//! Parsing the `mcp` tool's parameters into one request, with the dispatch precedence of SPEC 6:
+//! Parsing the `mcp` tool's parameters into one request, with this dispatch precedence:
 //! action > tool > connect > describe > instructions > search > server (list) > status.
 //!
 //! Parsing is strict where a mistake would silently do the wrong thing (unknown parameters, with a "did you mean" for

@@ -101,7 +101,7 @@ pub struct ToolDoc {
     /// The catalog's schema handle: a schema from the metadata cache is parsed only when a hit or a describe shows
     /// it, never when the index is built.
     pub input_schema: ToolSchema,
-    /// `approveTools` gates calls of this tool: the host is asked first (SPEC 6). Not searched; shown in results.
+    /// `approveTools` gates calls of this tool: the host is asked first. Not searched; shown in results.
     pub needs_approval: bool,
 }
 

@@ -60,7 +60,7 @@ pub const SURFACE_DEBOUNCE: Duration = Duration::from_millis(50);
 /// The name `pimcp-run` reports in `serverInfo`.
 pub const SERVER_NAME: &str = "pimcp";
 
-/// Reloads the configuration on SIGHUP (SPEC 3.6): returns the new config, or `None` to keep the running one (for
+/// Reloads the configuration on SIGHUP: returns the new config, or `None` to keep the running one (for
 /// instance because the new one has errors). Called on a blocking thread.
 pub type ReloadFn = Arc<dyn Fn() -> Option<Config> + Send + Sync>;
 

@@ -1,5 +1,5 @@
 //! The texts the model reads for status, list, search and instructions, and error results with their category
-//! (SPEC 11: a human sentence first, the category on the last line and in `_meta["pimcp/category"]`). Pure functions
+//! (a human sentence first, the category on the last line and in `_meta["pimcp/category"]`). Pure functions
 //! over plain structs; the runtime fills them in.
 
 use std::fmt;
@@ -21,7 +21,7 @@ pub const LIST_DESCRIPTION_CHARS: usize = 80;
 /// Characters of a tool description in search results.
 pub const SEARCH_DESCRIPTION_CHARS: usize = 160;
 
-/// Error categories (SPEC 11).
+/// Error categories.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Category {

@@ -12,10 +12,10 @@
 //! settle (a bound against an integer beyond 2^53). So most processes never build jsonschema's meta-schemas.
 //!
 //! jsonschema validates every schema it compiles against its draft's meta-schema, whose validator it builds once per
-//! process on first use (~4.7 M instructions and ~0.35 MB kept for 2020-12; it has no public switch to skip that).
-//! That happens on the first call of a tool whose schema lies outside the subset, while a lazy server spawns (the
-//! proxy warms the server before compiling). Nothing builds it ahead: a warm-up thread (sessions 4–6) built it for
-//! every process, and with the subset most never need it.
+//! process on first use (~4.7 M instructions and ~0.35 MB kept for 2020-12; it has no public switch to skip that). That
+//! happens on the first call of a tool whose schema lies outside the subset, while a lazy server spawns (the proxy
+//! warms the server before compiling). Nothing builds it ahead: a warm-up thread once built it for every process, and
+//! with the subset most never need it.
 
 use std::sync::OnceLock;
 

@@ -1,4 +1,4 @@
-//! OAuth in the runtime (SPEC 8): the AuthActor and the per-server auth state it hands out, the bearer-token
+//! OAuth in the runtime: the AuthActor and the per-server auth state it hands out, the bearer-token
 //! hook HTTP connections use (refresh before expiry, one refresh + one retry on 401, step-up on 403
 //! `insufficient_scope`, logins with `settings.autoAuth`), the library API on `RuntimeHandle`
 //! (`auth_start` / `auth_complete` / `auth_logout` / `auth_status`) and its options and status types.

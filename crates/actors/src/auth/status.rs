@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-/// How a server authenticates (SPEC 8).
+/// How a server authenticates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AuthMode {

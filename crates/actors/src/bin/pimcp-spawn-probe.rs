@@ -1,6 +1,6 @@
 //! `pimcp-spawn-probe`: a test helper that connects one stdio server through pimcp's transport layer, prints
 //! `ready <pid>` on stdout and then waits forever, so a test can SIGKILL it and check that the server and its
-//! grandchildren die with it (SPEC 4). Usage: `pimcp-spawn-probe <shim-path|none> [--env KEY=VALUE]... <program>
+//! grandchildren die with it. Usage: `pimcp-spawn-probe <shim-path|none> [--env KEY=VALUE]... <program>
 //! [args...]`; a value starting with `!` is a `!command` secret, resolved at connect as the runtime does.
 
 use std::collections::BTreeMap;

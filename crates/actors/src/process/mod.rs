@@ -25,7 +25,7 @@ pub use shim::{SHIM_ARG, STANDBY_ARG, shim_main_if_requested};
 pub use standby::StandbySlot;
 pub use stderr::{STDERR_TAIL_BYTES, StderrTail};
 
-/// Default wait after closing stdin, and again after SIGTERM (SPEC 4: bounded graceful close).
+/// Default wait after closing stdin, and again after SIGTERM (a bounded graceful close).
 pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// How long we wait for a group to die after SIGKILL before giving up on reaping (only D-state processes linger).
 const KILL_WAIT: Duration = Duration::from_secs(2);
@@ -37,7 +37,7 @@ pub const SHIM_BINARY: &str = "pimcp-shim";
 pub const SHIM_ENV: &str = "PIMCP_SHIM";
 /// Environment variable that turns the standby guardian shim off when `0` (see [`StandbySlot`]).
 pub const STANDBY_ENV: &str = "PIMCP_STANDBY_SHIM";
-/// Variables a child keeps with `inheritEnv: false` (SPEC 3.3). With `inheritEnv: true` it gets pimcp's environment
+/// Variables a child keeps with `inheritEnv: false`. With `inheritEnv: true` it gets pimcp's environment
 /// without pimcp's control variables ([`strip_control_env`]).
 pub const MINIMAL_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
 

@@ -1,4 +1,4 @@
-//! `npx` / `npm exec` resolution (SPEC 4, incumbent §18): run the installed package binary directly instead of
+//! `npx` / `npm exec` resolution: run the installed package binary directly instead of
 //! paying for an npm parent process on every spawn; the answer is cached 24 h in a JSON file.
 //!
 //! Lookup order: the cache file (entry younger than 24 h whose binary still exists) → `node_modules/.bin` in the

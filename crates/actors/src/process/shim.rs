@@ -1,4 +1,4 @@
-//! The guardian shim (SPEC 4): a tiny process between pimcp and a stdio server that kills the server's whole
+//! The guardian shim: a tiny process between pimcp and a stdio server that kills the server's whole
 //! process group when pimcp dies, even by SIGKILL.
 //!
 //! Invocation (hidden; any host binary can serve it through [`shim_main_if_requested`]):

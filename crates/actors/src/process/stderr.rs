@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::sync::watch;
 
-/// How much of a server's stderr is kept (SPEC 4).
+/// How much of a server's stderr is kept.
 pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
 
 /// What replaces a secret value in a snapshot.

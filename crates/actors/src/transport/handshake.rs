@@ -1,4 +1,4 @@
-//! The MCP handshake shared by every transport: which rmcp lifecycle to run for a protocol mode (SPEC 5), what was
+//! The MCP handshake shared by every transport: which rmcp lifecycle to run for a protocol mode, what was
 //! negotiated, and the startup deadline / cancellation wrapper.
 
 use std::future::Future;

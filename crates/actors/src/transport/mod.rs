@@ -1,4 +1,4 @@
-//! Transports of the runtime (SPEC 5): one [`connect`] that turns a server's config into a live rmcp client over
+//! Transports of the runtime: one [`connect`] that turns a server's config into a live rmcp client over
 //! stdio (child process), Streamable HTTP (with session resume and the legacy SSE fallback) or a Unix socket,
 //! negotiating the protocol era, bounded by the startup timeout and cancellable.
 //!
@@ -178,7 +178,7 @@ impl<H: ClientHandler> Connection<H> {
         }
     }
 
-    /// Drops the connection without ending the server-side HTTP session, returning what re-adopts it (SPEC 4:
+    /// Drops the connection without ending the server-side HTTP session, returning what re-adopts it (a
     /// reconnect after a transport death resumes the previous session). For stdio this is an immediate kill.
     pub async fn abandon(self) -> Option<SessionResume> {
         let token = self.resume_token();

@@ -1,4 +1,4 @@
-//! The shape probe (SPEC 5): after a failed HTTP connect, one plain POST that turns an opaque transport error into a
+//! The shape probe: after a failed HTTP connect, one plain POST that turns an opaque transport error into a
 //! hint a person can act on (`endpoint returned HTML (200) — this URL does not speak MCP`, `401 without
 //! WWW-Authenticate`, connection refused, TLS not trusted, …).
 //!

@@ -1,4 +1,4 @@
-//! Streamable HTTP session bookkeeping and resume (SPEC 4): a thin [`StreamableHttpClient`] over the shared reqwest
+//! Streamable HTTP session bookkeeping and resume: a thin [`StreamableHttpClient`] over the shared reqwest
 //! client that records the `Mcp-Session-Id` and `initialize` result, and can re-adopt a previous session.
 //!
 //! rmcp's stock worker always starts with `initialize`. To resume, this client answers that first `initialize`

@@ -1,4 +1,4 @@
-//! Observability (SPEC 9) against the real fixture: the JSONL protocol trace (lines and fields, per-server switch,
+//! Observability against the real fixture: the JSONL protocol trace (lines and fields, per-server switch,
 //! default path, rotation at the cap, 0600, no planted secret), tracing spans with parent links that survive the
 //! actor hops (caller → router → server actor → call task → upstream request, also when the call waits for a
 //! connect), and the status snapshot's per-server fields.

@@ -1,4 +1,4 @@
-//! The retry rule end to end (SPEC 4): a call is re-sent only when it provably never reached the server, and a
+//! The retry rule end to end: a call is re-sent only when it provably never reached the server, and a
 //! non-idempotent call that may have reached it is never replayed. A loopback HTTP relay in front of
 //! `mcp-fixture --http` produces both failures for real; the fixture's event log shows what the server received.
 

@@ -40,7 +40,7 @@ fn serve_stdio(ctx: &Ctx) -> ! {
     }
     let code = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => {
-            // Config files are watched and SIGHUP reloads (SPEC 3.6); an invalid config keeps the running setup.
+            // Config files are watched and SIGHUP reloads; an invalid config keeps the running setup.
             // The server's future is handed to `block_on` boxed, as a pointer: when it held its start and serve
             // futures inline (~32 KB, before they were boxed in frames of their own), passing it by value took
             // ~64 KB of the main thread's stack (this frame and `block_on`'s), under every task the runtime then

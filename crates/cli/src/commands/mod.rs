@@ -202,7 +202,7 @@ pub(crate) fn exit_code_for_category(category: &str) -> u8 {
     }
 }
 
-/// A failure reported by the runtime or the proxy, with its SPEC 11 category (`unknown-tool`, `connection`, …).
+/// A failure reported by the runtime or the proxy, with its error category (`unknown-tool`, `connection`, …).
 #[derive(Debug)]
 pub(crate) struct Failure {
     pub category: &'static str,
@@ -231,7 +231,7 @@ impl From<pimcp_proxy::ProxyError> for Failure {
     }
 }
 
-/// The `category` of a failure in `--json` error objects: a SPEC 11 category, or `usage` / `interrupted`.
+/// The `category` of a failure in `--json` error objects: an error category, or `usage` / `interrupted`.
 pub(crate) fn error_category(err: &anyhow::Error) -> &'static str {
     if let Some(exit) = err.downcast_ref::<Exit>() {
         return match exit.code {

@@ -1,18 +1,18 @@
-//! Host-config imports (SPEC 3.5): finds and reads the MCP server definitions of Cursor, Claude Code, Claude Desktop,
+//! Host-config imports: finds and reads the MCP server definitions of Cursor, Claude Code, Claude Desktop,
 //! OpenCode, VS Code, Windsurf and Codex at their real per-OS paths, and translates every entry into pimcp's own JSON
-//! server shape (SPEC 3.2 field names) so the loader parses imported entries exactly like entries of pimcp's own files.
+//! server shape and field names so the loader parses imported entries exactly like entries of pimcp's own files.
 //!
 //! Invariants:
 //! - Read-only: nothing here writes, creates or locks a file.
 //! - Nothing is dropped silently: a host field without a pimcp equivalent, an entry that cannot be translated and a
 //!   placeholder pimcp cannot expand each produce an [`ImportNote`] naming the server and the field.
 //! - Notes and errors never contain a configured value (env values, header values, tokens, URLs): only names.
-//! - Strings are translated to pimcp's interpolation syntax (SPEC 3.3) so they mean what they meant to the host:
+//! - Strings are translated to pimcp's interpolation syntax so they mean what they meant to the host:
 //!   host placeholders become pimcp ones (`${env:X}` → `${X}`, `${workspaceFolder}` → the project directory) and
 //!   text the host took literally is escaped (`$` → `$$`, a leading `!` in env/header values → `!!`).
 //!
 //! Not imported, on purpose:
-//! - Claude Code's project `.mcp.json` is pimcp's own source 5 (SPEC 3.1), loaded with project trust (SPEC 3.4);
+//! - Claude Code's project `.mcp.json` is pimcp's own config source 5, loaded with project trust;
 //!   importing it again would duplicate it and bypass trust.
 //! - VS Code profiles other than the default one (`User/profiles/<id>/mcp.json`), VS Code Insiders, and the legacy
 //!   `mcp` key of VS Code's `settings.json`: no stable path. The default-profile `User/mcp.json` is read.
@@ -20,7 +20,7 @@
 //!   files in directories above the project directory.
 //!
 //! Files under the project directory (see [`ImportScope::Project`]) can start arbitrary programs: the loader applies
-//! project trust (SPEC 3.4) to them exactly as to `.mcp.json`.
+//! project trust to them exactly as to `.mcp.json`.
 
 mod codex;
 mod dotenv;
@@ -54,7 +54,7 @@ pub enum HostKind {
 }
 
 impl HostKind {
-    /// Every host, in the order of the SPEC 3.5 `imports` example.
+    /// Every host, in the order of the documented `imports` example (docs/configuration.md, section 9).
     pub const ALL: [HostKind; 7] = [
         HostKind::Cursor,
         HostKind::ClaudeCode,
@@ -165,7 +165,7 @@ impl ImportEnv {
     }
 }
 
-/// Whether a host file belongs to the user or to the project directory (which needs project trust, SPEC 3.4).
+/// Whether a host file belongs to the user or to the project directory (which needs project trust).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ImportScope {
@@ -174,7 +174,7 @@ pub enum ImportScope {
 }
 
 /// One host file that was read. `servers` are entries already translated to pimcp's own JSON server shape
-/// (SPEC 3.2 field names), so the loader parses them exactly like entries from pimcp's own files. Order: as in the file.
+/// and field names, so the loader parses them exactly like entries from pimcp's own files. Order: as in the file.
 #[derive(Debug, Clone)]
 pub struct ImportedFile {
     pub host: HostKind,

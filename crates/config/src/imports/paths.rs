@@ -1,4 +1,4 @@
-//! The real per-OS config file locations of each host (SPEC 3.5), user scope first, then project scope.
+//! The real per-OS config file locations of each host, user scope first, then project scope.
 
 use std::path::{Path, PathBuf};
 

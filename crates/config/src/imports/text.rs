@@ -1,4 +1,4 @@
-//! Host string dialects translated to pimcp's interpolation syntax (SPEC 3.3), so an imported string means what it
+//! Host string dialects translated to pimcp's interpolation syntax, so an imported string means what it
 //! meant to the host: host placeholders become pimcp ones, and text the host took literally is escaped.
 
 use super::ImportEnv;

@@ -1,4 +1,4 @@
-//! Interpolation in the fields SPEC 3.3 lists, `~` in path fields, and what stays literal.
+//! Interpolation in the fields docs/configuration.md (section 7) lists, `~` in path fields, and what stays literal.
 
 use std::path::PathBuf;
 
