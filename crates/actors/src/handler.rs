@@ -345,6 +345,9 @@ impl ClientHandler for RuntimeClient {
 
     async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _ctx: NotificationContext<RoleClient>) {
         tracing::debug!(server = %self.server, level = ?params.level, "server log message");
+        if !self.board.notices_wanted() {
+            return;
+        }
         // A server may log what it was given: every secret pimcp resolved is taken out first.
         let text = params.data.to_string();
         let data = match pimcp_config::redact_known_secrets(&text) {

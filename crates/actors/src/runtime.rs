@@ -301,19 +301,12 @@ impl RuntimeHandle {
         let mut params = rmcp::model::GetPromptRequestParams::new(name);
         params.arguments = arguments;
         let (peer, timeout) = self.live_peer(server).await?;
-        let operation = "prompts/get";
-        match tokio::time::timeout(timeout, peer.get_prompt_once(params)).await {
-            Ok(Ok(rmcp::model::GetPromptResponse::Complete(r))) => Ok(r),
-            Ok(Ok(_)) => Err(Error::InputRequired {
+        match timed(server, "prompts/get", timeout, peer.get_prompt_once(params)).await? {
+            rmcp::model::GetPromptResponse::Complete(r) => Ok(r),
+            _ => Err(Error::InputRequired {
                 server: server.to_owned(),
                 tool: format!("prompt {name}"),
                 message: "the server asked for input while getting a prompt".into(),
-            }),
-            Ok(Err(e)) => Err(request_error(server, operation, e)),
-            Err(_) => Err(Error::OperationTimeout {
-                server: server.to_owned(),
-                operation: operation.into(),
-                after: timeout,
             }),
         }
     }
@@ -322,19 +315,12 @@ impl RuntimeHandle {
     pub async fn read_resource(&self, server: &str, uri: &str) -> Result<rmcp::model::ReadResourceResult> {
         let params = rmcp::model::ReadResourceRequestParams::new(uri);
         let (peer, timeout) = self.live_peer(server).await?;
-        let operation = "resources/read";
-        match tokio::time::timeout(timeout, peer.read_resource_once(params)).await {
-            Ok(Ok(rmcp::model::ReadResourceResponse::Complete(r))) => Ok(r),
-            Ok(Ok(_)) => Err(Error::InputRequired {
+        match timed(server, "resources/read", timeout, peer.read_resource_once(params)).await? {
+            rmcp::model::ReadResourceResponse::Complete(r) => Ok(r),
+            _ => Err(Error::InputRequired {
                 server: server.to_owned(),
                 tool: format!("resource {uri}"),
                 message: "the server asked for input while reading a resource".into(),
-            }),
-            Ok(Err(e)) => Err(request_error(server, operation, e)),
-            Err(_) => Err(Error::OperationTimeout {
-                server: server.to_owned(),
-                operation: operation.into(),
-                after: timeout,
             }),
         }
     }
@@ -345,16 +331,8 @@ impl RuntimeHandle {
     #[allow(deprecated)] // resources/subscribe is legacy-only in rmcp
     pub async fn subscribe_resource(&self, server: &str, uri: &str) -> Result<()> {
         let (peer, timeout) = self.live_peer(server).await?;
-        let operation = "resources/subscribe";
-        match tokio::time::timeout(timeout, peer.subscribe(rmcp::model::SubscribeRequestParams::new(uri))).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(request_error(server, operation, e)),
-            Err(_) => Err(Error::OperationTimeout {
-                server: server.to_owned(),
-                operation: operation.into(),
-                after: timeout,
-            }),
-        }
+        let params = rmcp::model::SubscribeRequestParams::new(uri);
+        timed(server, "resources/subscribe", timeout, peer.subscribe(params)).await
     }
 
     /// `resources/unsubscribe` on `server`, if it is connected (a server that is not running has no subscription).
@@ -363,21 +341,8 @@ impl RuntimeHandle {
         let Some((peer, timeout)) = self.control(server, |reply| ServerMsg::LivePeer { reply }).await? else {
             return Ok(());
         };
-        let operation = "resources/unsubscribe";
-        match tokio::time::timeout(
-            timeout,
-            peer.unsubscribe(rmcp::model::UnsubscribeRequestParams::new(uri)),
-        )
-        .await
-        {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(request_error(server, operation, e)),
-            Err(_) => Err(Error::OperationTimeout {
-                server: server.to_owned(),
-                operation: operation.into(),
-                after: timeout,
-            }),
-        }
+        let params = rmcp::model::UnsubscribeRequestParams::new(uri);
+        timed(server, "resources/unsubscribe", timeout, peer.unsubscribe(params)).await
     }
 
     /// `completion/complete` on `server` (connecting it when needed); `params` name the server's own prompt or
@@ -388,16 +353,7 @@ impl RuntimeHandle {
         params: rmcp::model::CompleteRequestParams,
     ) -> Result<rmcp::model::CompleteResult> {
         let (peer, timeout) = self.live_peer(server).await?;
-        let operation = "completion/complete";
-        match tokio::time::timeout(timeout, peer.complete(params)).await {
-            Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => Err(request_error(server, operation, e)),
-            Err(_) => Err(Error::OperationTimeout {
-                server: server.to_owned(),
-                operation: operation.into(),
-                after: timeout,
-            }),
-        }
+        timed(server, "completion/complete", timeout, peer.complete(params)).await
     }
 
     /// The live peer of `server` (connecting it when needed; one retry if it closes in between).
@@ -476,6 +432,24 @@ fn prepare_standby_shim(shared: &Arc<Shared>, servers: &[pimcp_config::ServerCon
         return;
     };
     shared.process.standby.prepare_in_background(shim);
+}
+
+/// One request to `server` within `timeout`: its answer, the request's error, or an operation timeout.
+async fn timed<T>(
+    server: &str,
+    operation: &str,
+    timeout: std::time::Duration,
+    request: impl std::future::Future<Output = std::result::Result<T, rmcp::ServiceError>>,
+) -> Result<T> {
+    match tokio::time::timeout(timeout, request).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(e)) => Err(request_error(server, operation, e)),
+        Err(_) => Err(Error::OperationTimeout {
+            server: server.to_owned(),
+            operation: operation.into(),
+            after: timeout,
+        }),
+    }
 }
 
 fn request_error(server: &str, operation: &str, e: rmcp::service::ServiceError) -> Error {

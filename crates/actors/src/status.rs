@@ -234,6 +234,11 @@ impl StatusBoard {
             .subscribe()
     }
 
+    /// Whether anyone receives upstream notices (so a log message is worth redacting and sending).
+    pub(crate) fn notices_wanted(&self) -> bool {
+        self.notices.get().is_some_and(|n| n.receiver_count() > 0)
+    }
+
     /// Publishes an upstream notice to the subscribers, if any.
     pub(crate) fn emit_notice(&self, notice: ServerNotice) {
         if let Some(notices) = self.notices.get() {
