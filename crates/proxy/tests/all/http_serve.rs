@@ -493,6 +493,15 @@ struct LogHost {
 }
 
 impl LogHost {
+    /// Connects this host to the instance at `url`.
+    async fn connect(self, url: String) -> RunningService<RoleClient, LogHost> {
+        self.serve(StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(url),
+        ))
+        .await
+        .unwrap()
+    }
+
     fn seen(&self) -> Vec<(String, Value)> {
         self.messages.lock().unwrap().clone()
     }
@@ -552,16 +561,7 @@ async fn log_levels_are_per_session_and_filter_the_server_state_notices() {
         "gone": { "command": "/nonexistent/pimcp-test-no-such-server" },
     } });
     let served = serve(config, HttpOptions::default(), DEADLINE).await;
-    let connect = |h: LogHost| {
-        let url = served.url();
-        async move {
-            h.serve(StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(url),
-            ))
-            .await
-            .unwrap()
-        }
-    };
+    let connect = |h: LogHost| h.connect(served.url());
     let (verbose, terse, silent) = (LogHost::default(), LogHost::default(), LogHost::default());
     let a = connect(verbose.clone()).await;
     let b = connect(terse.clone()).await;
@@ -642,16 +642,7 @@ async fn upstream_log_messages_are_relayed_at_each_sessions_level() {
     fx["protocol"] = json!("legacy");
     let config = json!({ "mcpServers": { "fx": fx } });
     let served = serve(config, HttpOptions::default(), DEADLINE).await;
-    let connect = |h: LogHost| {
-        let url = served.url();
-        async move {
-            h.serve(StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(url),
-            ))
-            .await
-            .unwrap()
-        }
-    };
+    let connect = |h: LogHost| h.connect(served.url());
     let (info, warning) = (LogHost::default(), LogHost::default());
     let a = connect(info.clone()).await;
     let b = connect(warning.clone()).await;
