@@ -1,7 +1,7 @@
 //! Child processes never outlive `pimcp-run`: the fixture upstream (started lazily by a call) and the grandchild it
 //! leaves in its process group (`sleep 1000`, which ignores stdin EOF) both vanish within 2 s of `pimcp-run` being
-//! SIGKILLed — the guardian shim (`pimcp-shim`, or `pimcp-run` itself re-executed in shim mode) kills the group. The
-//! shim may be the standby one pimcp-run starts ahead of the first call; an idle standby dies with pimcp-run too.
+//! SIGKILLed: the runtime's one guardian (`pimcp-run` itself, started with a hidden argument) kills the group when
+//! its pipe from pimcp-run ends. Every stdio server of a runtime shares that one guardian.
 
 use std::path::Path;
 use std::time::Duration;
@@ -49,68 +49,80 @@ async fn sigkill_of_pimcp_run_leaves_no_child_or_grandchild() {
     let _reaper = KillLeftovers(vec![server, grandchild]);
     assert!(pid_alive(server) && pid_alive(grandchild));
 
-    // The fixture's parent is the guardian shim, started with the hidden shim argument (or as the standby shim, which
-    // the first start takes).
-    let shim = parent_of(server).expect("fixture parent");
-    assert_ne!(
-        shim, mcp.pid,
-        "the fixture should run behind the shim, not directly under pimcp-run"
-    );
-    let shim_cmdline = std::fs::read(format!("/proc/{shim}/cmdline")).unwrap_or_default();
-    let shim_args: Vec<String> = shim_cmdline
-        .split(|b| *b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    assert!(
-        matches!(
-            shim_args.get(1).map(String::as_str),
-            Some(arg) if arg == pimcp_actors_shim_arg() || arg == STANDBY_ARG
-        ),
-        "{shim_args:?}"
-    );
-    // The small `pimcp-shim` next to pimcp-run when it is built, else pimcp-run itself.
-    let shim_exe = std::fs::read_link(format!("/proc/{shim}/exe")).unwrap();
-    let run = std::fs::canonicalize(pimcp_run()).unwrap();
-    let dedicated = run.with_file_name("pimcp-shim");
-    assert!(shim_exe == run || shim_exe == dedicated, "{shim_exe:?}");
+    // The fixture is pimcp-run's own child; beside it runs one guardian: pimcp-run itself with the hidden argument.
+    assert_eq!(parent_of(server), Some(mcp.pid));
+    let guardians = guardians_of(mcp.pid);
+    let [guardian] = guardians[..] else {
+        panic!("one guardian expected, found {guardians:?}")
+    };
+    let guardian_exe = std::fs::read_link(format!("/proc/{guardian}/exe")).unwrap();
+    assert_eq!(guardian_exe, std::fs::canonicalize(pimcp_run()).unwrap());
 
     sigkill(mcp.pid);
     assert!(
         eventually(Duration::from_secs(2), async || {
-            !pid_alive(server) && !pid_alive(grandchild) && !pid_alive(shim)
+            !pid_alive(server) && !pid_alive(grandchild) && !pid_alive(guardian)
         })
         .await,
-        "still alive 2 s after SIGKILL of pimcp-run: server {server} {}, grandchild {grandchild} {}, shim {shim} {}",
+        "still alive 2 s after SIGKILL of pimcp-run: server {server} {}, grandchild {grandchild} {}, guardian {guardian} {}",
         pid_alive(server),
         pid_alive(grandchild),
-        pid_alive(shim)
+        pid_alive(guardian)
     );
     drop(mcp);
 }
 
+/// Several stdio servers, one guardian: no process per server beyond the server itself. With no server started there
+/// is no guardian at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_of_pimcp_run_ends_its_idle_standby_shim() {
-    let sandbox = Sandbox::new(json!({ "fixture": { "command": mcp_fixture::bin_path() } }));
-    let mcp = sandbox.serve().await;
-    // No call: the lazy server never starts, and the standby shim waits for it.
-    let mut standby = None;
-    assert!(
-        eventually(Duration::from_secs(10), async || {
-            standby = children_of(mcp.pid).into_iter().find(|&pid| {
-                std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(STANDBY_ARG.as_bytes()))
-            });
-            standby.is_some()
+async fn every_stdio_server_of_a_runtime_shares_one_guardian() {
+    let root = tempfile::tempdir().unwrap();
+    let names = ["a", "b", "c"];
+    let servers: serde_json::Map<String, serde_json::Value> = names
+        .iter()
+        .map(|name| {
+            let pid_file = root.path().join(format!("{name}.pid"));
+            (
+                (*name).to_owned(),
+                json!({ "command": mcp_fixture::bin_path(), "args": ["--pid-file", pid_file] }),
+            )
         })
-        .await,
-        "pimcp-run started no standby shim for its lazy stdio server"
+        .collect();
+    let sandbox = Sandbox::new(serde_json::Value::Object(servers));
+    let mcp = sandbox.serve().await;
+    assert!(guardians_of(mcp.pid).is_empty(), "a guardian before any server started");
+    let mut pids = Vec::new();
+    for name in names {
+        let echoed = mcp
+            .ok(json!({ "tool": format!("{name}_echo"), "args": { "text": name } }))
+            .await;
+        assert_eq!(echoed, name);
+        let mut pid = None;
+        assert!(
+            eventually(Duration::from_secs(10), async || {
+                pid = read_pid(&root.path().join(format!("{name}.pid")));
+                pid.is_some()
+            })
+            .await
+        );
+        pids.push(pid.unwrap());
+    }
+    let _reaper = KillLeftovers(pids.clone());
+    let guardians = guardians_of(mcp.pid);
+    assert_eq!(guardians.len(), 1, "{guardians:?}");
+    let children = children_of(mcp.pid);
+    assert_eq!(
+        children.len(),
+        names.len() + 1,
+        "three servers and the guardian: {children:?}"
     );
-    let standby = standby.unwrap();
-    let _reaper = KillLeftovers(vec![standby]);
     sigkill(mcp.pid);
     assert!(
-        eventually(Duration::from_secs(2), async || !pid_alive(standby)).await,
-        "the idle standby shim {standby} is still alive 2 s after SIGKILL of pimcp-run"
+        eventually(Duration::from_secs(2), async || {
+            pids.iter().chain(&guardians).all(|&p| !pid_alive(p))
+        })
+        .await,
+        "servers {pids:?} or guardian {guardians:?} alive 2 s after SIGKILL of pimcp-run"
     );
     drop(mcp);
 }
@@ -146,10 +158,17 @@ impl Drop for KillLeftovers {
     }
 }
 
-/// The hidden first argument of shim mode (`pimcp_actors::SHIM_ARG`; the root package does not depend on actors).
-fn pimcp_actors_shim_arg() -> &'static str {
-    "__pimcp_shim__"
-}
+/// The hidden first argument of guardian mode (`pimcp_actors::GUARDIAN_ARG`; the root package does not depend on
+/// actors).
+const GUARDIAN_ARG: &str = "__pimcp_guardian__";
 
-/// The hidden first argument of a standby shim (`pimcp_actors::process::STANDBY_ARG`).
-const STANDBY_ARG: &str = "__pimcp_shim_standby__";
+/// The guardian processes among the children of `parent`.
+fn guardians_of(parent: u32) -> Vec<u32> {
+    children_of(parent)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(GUARDIAN_ARG.as_bytes()))
+        })
+        .collect()
+}

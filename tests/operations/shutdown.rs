@@ -1,6 +1,6 @@
 //! Graceful shutdown of `pimcp-run serve`: SIGTERM with a call in flight lets the call finish, exits 0 and leaves
 //! no child; a second signal during the drain exits at once (128 + signal) and still leaves no child (the servers'
-//! guardian shims kill their process groups when pimcp-run is gone).
+//! guardian kills their process groups when pimcp-run is gone).
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //!
 //! Method: every repetition runs, in rotating order, (a) `runtime, no cache`: a fresh agent dir, so the first call
 //! must connect, discover the catalog and call; (b) `runtime, warm cache`: an agent dir whose cache the runtime
-//! wrote on an earlier run; (c) the same as (a) with the guardian shim disabled (diagnostic); (d) `bare`:
+//! wrote on an earlier run; (c) the same as (a) with the guardian disabled (diagnostic); (d) `bare`:
 //! `TokioChildProcess` spawn + handshake (same lifecycle as the runtime's `auto`), then one `echo` call. Each timer
 //! starts before `Runtime::start` / the spawn and stops when `echo` answered (the runtime's `ready` state event is
 //! timed too); runtimes are shut down and bare clients cancelled outside the timed region.
@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use pimcp_actors::{CallOptions, MetadataCache, RuntimeEvent, ServerState, ShimMode};
+use pimcp_actors::{CallOptions, GuardianMode, MetadataCache, RuntimeEvent, ServerState};
 use serde_json::json;
 
 #[path = "support/mod.rs"]
@@ -35,12 +35,12 @@ struct Timeline {
     answered: Vec<Duration>,
 }
 
-/// One runtime repetition in `dir` (the guardian shim on or off), appended to `out`.
-async fn runtime_rep(dir: &Path, shim: bool, out: &mut Timeline) -> anyhow::Result<()> {
+/// One runtime repetition in `dir` (the guardian on or off), appended to `out`.
+async fn runtime_rep(dir: &Path, guardian: bool, out: &mut Timeline) -> anyhow::Result<()> {
     let t = Instant::now();
     let runtime = start_runtime_with(dir, json!({ "fx": server_entry(&[]) }), |o| {
-        if !shim {
-            o.process.shim = ShimMode::Disabled;
+        if !guardian {
+            o.process.guardian = GuardianMode::Disabled;
         }
     })
     .await?;
@@ -109,14 +109,14 @@ async fn main() -> anyhow::Result<()> {
 
     let mut cold = Timeline::default();
     let mut warm = Timeline::default();
-    let mut no_shim = Timeline::default();
+    let mut no_guardian = Timeline::default();
     let mut bare = (Vec::new(), Vec::new());
     for rep in 0..reps {
         for i in 0..4 {
             match (i + rep) % 4 {
                 0 => runtime_rep(tempfile::tempdir()?.path(), true, &mut cold).await?,
                 1 => runtime_rep(warm_dir.path(), true, &mut warm).await?,
-                2 => runtime_rep(tempfile::tempdir()?.path(), false, &mut no_shim).await?,
+                2 => runtime_rep(tempfile::tempdir()?.path(), false, &mut no_guardian).await?,
                 _ => {
                     let (c, a) = bare_rep().await?;
                     bare.0.push(c);
@@ -153,7 +153,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let c = row("runtime, no cache (connect + discover + call)", &cold);
     let w = row("runtime, warm cache (connect + call)", &warm);
-    let n = row("runtime, no cache, guardian shim disabled (diagnostic)", &no_shim);
+    let n = row("runtime, no cache, guardian disabled (diagnostic)", &no_guardian);
     let b = (summarize(&bare.0), summarize(&bare.1));
     println!(
         "| bare rmcp: spawn + handshake, then call | — | {}, {} | {}, {} |",
@@ -168,7 +168,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let ratio = |x: Duration, y: Duration| x.as_secs_f64() / y.as_secs_f64();
     println!(
-        "first call, runtime over bare (medians): no cache +{} ms ({:.2}x), warm cache +{} ms ({:.2}x), no shim +{} ms \
+        "first call, runtime over bare (medians): no cache +{} ms ({:.2}x), warm cache +{} ms ({:.2}x), no guardian +{} ms \
          ({:.2}x); runtime first call over bare spawn + handshake: no cache {:.2}x, warm cache {:.2}x",
         ms(c.median.saturating_sub(b.1.median)),
         ratio(c.median, b.1.median),

@@ -1,23 +1,20 @@
 //! One tool call (or resource read) on a live connection, run in a task the ServerActor spawns: per-call timeout
 //! that cancels on the wire and is extended by progress, caller cancellation, the retry rules (retry only when
 //! the request provably did not reach the server, or the tool is read-only/idempotent — never replay a
-//! non-idempotent call that may have arrived), and fast failure when the transport dies mid-call. On stdio and socket
-//! connections a call without a progress route takes the fast request path (`transport::fast_client`) with the same
-//! rules; every other call goes through rmcp's client service.
+//! non-idempotent call that may have arrived), and fast failure when the transport dies mid-call. Every request goes
+//! through rmcp's client service.
 #![allow(deprecated)] // roots are SEP-2577-deprecated but still requested by servers
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleClient;
-use rmcp::model::JsonRpcMessage;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ContentBlock, InputRequest,
     InputRequests, InputResponses, JsonObject, ListRootsResult, MetaObject, ReadResourceRequest,
     ReadResourceRequestParams, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
-use rmcp::transport::DynamicTransportError;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -25,7 +22,6 @@ use tracing::Instrument as _;
 use crate::catalog::CatalogTool;
 use crate::error::{Error, Result};
 use crate::handler::{Handlers, ProgressRoutes};
-use crate::transport::{FastAsk, FastCalls, FastEvent, FastRequest, LineWrite, NotBegun, finish_write};
 
 /// How long a call may run in total, as a multiple of its (progress-extended) timeout, unless
 /// [`CallOptions::max_total`] says otherwise.
@@ -146,7 +142,6 @@ pub(crate) struct CallJob {
 /// Runs one call to completion. Never panics, always returns a result or a categorized error.
 pub(crate) async fn run_call(
     peer: Peer<RoleClient>,
-    fast: Option<FastCalls>,
     job: CallJob,
     default_timeout: Duration,
     retry_delays: &[Duration],
@@ -187,57 +182,26 @@ pub(crate) async fn run_call(
                 report,
             );
         }
-        // The fast path needs no progress route: a caller that asks for progress goes through rmcp's handler.
-        let fast_request = match (&fast, &opts.progress) {
-            (Some(fast), None) => match fast.begin() {
-                Ok(r) => Some((fast, r)),
-                Err(NotBegun::Closed) => {
-                    report.transport_dead = true;
-                    return (
-                        Err(conn_err("the connection closed before the call was sent".into())),
-                        report,
-                    );
-                }
-                Err(NotBegun::Exhausted) => None,
-            },
-            _ => None,
-        };
         let wait = Wait {
             timeout,
             max_total,
             guards: &guards,
             user_cancel: user_cancel.as_ref(),
         };
-        let exchange = match fast_request {
-            Some((fast, r)) => {
-                let ask = match &tool.resource_uri {
-                    Some(uri) => FastAsk::ReadResource { uri },
-                    None => FastAsk::ToolCall {
-                        name: &tool.original,
-                        arguments: args.as_ref(),
-                        input_responses: input_responses.as_ref(),
-                        request_state: request_state.as_deref(),
-                    },
-                };
-                fast_exchange(fast, r, &ask, &wait).instrument(upstream.clone()).await
-            }
+        let request = match &tool.resource_uri {
+            Some(uri) => ClientRequest::ReadResourceRequest(ReadResourceRequest::new(ReadResourceRequestParams::new(
+                uri.clone(),
+            ))),
             None => {
-                let request = match &tool.resource_uri {
-                    Some(uri) => ClientRequest::ReadResourceRequest(ReadResourceRequest::new(
-                        ReadResourceRequestParams::new(uri.clone()),
-                    )),
-                    None => {
-                        let mut params = CallToolRequestParams::new(tool.original.clone());
-                        params.arguments = args.clone();
-                        params.input_responses = input_responses.clone();
-                        params.request_state = request_state.clone();
-                        ClientRequest::CallToolRequest(CallToolRequest::new(params))
-                    }
-                };
-                // Boxed: rmcp's request future is large, and this one is moved with the call's future otherwise.
-                Box::pin(rmcp_exchange(&peer, request, &wait, opts.progress.as_ref(), &upstream)).await
+                let mut params = CallToolRequestParams::new(tool.original.clone());
+                params.arguments = args.clone();
+                params.input_responses = input_responses.clone();
+                params.request_state = request_state.clone();
+                ClientRequest::CallToolRequest(CallToolRequest::new(params))
             }
         };
+        // Boxed: rmcp's request future is large, and this one is moved with the call's future otherwise.
+        let exchange = Box::pin(rmcp_exchange(&peer, request, &wait, opts.progress.as_ref(), &upstream)).await;
         let outcome = match exchange {
             Exchange::Outcome(outcome) => outcome,
             Exchange::SendTimedOut => {
@@ -514,97 +478,11 @@ async fn rmcp_exchange(
     Exchange::Outcome(outcome)
 }
 
-/// One request on the fast path of a line-framed connection (`transport::fast_client`): written beside rmcp,
-/// answered straight from the transport. Same bounds as rmcp's path: the timeout restarts on the server's progress
-/// for this request, `max_total` caps it, and every way of giving up sends `notifications/cancelled`.
-async fn fast_exchange(fast: &FastCalls, mut req: FastRequest, ask: &FastAsk<'_>, wait: &Wait<'_>) -> Exchange {
-    let mut write: Option<LineWrite> = Some(req.send(ask));
-    // One timer: the idle deadline, restarted by progress, until the next one would pass the cap (`max_total` from
-    // now, never earlier than the first idle deadline); from then on the cap.
-    let start = tokio::time::Instant::now();
-    let cap = start + wait.max_total;
-    let timer = tokio::time::sleep_until(start + wait.timeout);
-    tokio::pin!(timer);
-    let mut capped = false;
-    let guards = wait.guards;
-    // An unfinished write is completed in the background (never cut mid-line) before the cancellation is written.
-    let id = req.id();
-    let give_up = |write: Option<LineWrite>, reason: &'static str| {
-        if let Some(w) = write {
-            finish_write(w);
-        }
-        fast_cancel(fast, id, reason)
-    };
-    loop {
-        tokio::select! {
-            biased;
-            written = async { match write.as_mut() { Some(w) => w.await, None => std::future::pending().await } },
-                if write.is_some() =>
-            {
-                write = None;
-                match written {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotConnected => return Exchange::ClosedBeforeSent,
-                    Err(e) => {
-                        let e = DynamicTransportError::from_parts(
-                            "LineTransport",
-                            std::any::TypeId::of::<FastCalls>(),
-                            Box::new(e),
-                        );
-                        return Exchange::Outcome(Err(ServiceError::TransportSend(e)));
-                    }
-                }
-            }
-            event = req.next() => match event {
-                FastEvent::Answer(JsonRpcMessage::Response(r)) => return Exchange::Outcome(Ok(r.result)),
-                FastEvent::Answer(JsonRpcMessage::Error(e)) => {
-                    return Exchange::Outcome(Err(ServiceError::McpError(e.error)));
-                }
-                FastEvent::Answer(_) => return Exchange::Outcome(Err(ServiceError::UnexpectedResponse)),
-                FastEvent::Closed => return Exchange::Outcome(Err(ServiceError::TransportClosed)),
-                FastEvent::Progress if !capped => {
-                    let next = tokio::time::Instant::now() + wait.timeout;
-                    capped = next > cap;
-                    timer.as_mut().reset(next.min(cap));
-                }
-                FastEvent::Progress => {}
-            },
-            () = &mut timer => {
-                let (reason, after) = if capped {
-                    ("maximum total timeout exceeded", wait.max_total)
-                } else {
-                    ("request timeout", wait.timeout)
-                };
-                give_up(write.take(), reason).await;
-                return Exchange::Outcome(Err(ServiceError::Timeout { timeout: after }));
-            }
-            _ = guards.dead.cancelled() => return Exchange::Abandoned(Abandon::Dead),
-            _ = guards.stop.cancelled() => {
-                give_up(write.take(), "client shutting down").await;
-                return Exchange::Abandoned(Abandon::Stop);
-            }
-            _ = cancelled(wait.user_cancel) => {
-                give_up(write.take(), "cancelled by the caller").await;
-                return Exchange::Abandoned(Abandon::Caller);
-            }
-        }
-    }
-}
-
 /// Ends when `token` is cancelled; never without one.
 async fn cancelled(token: Option<&CancellationToken>) {
     match token {
         Some(t) => t.cancelled().await,
         None => std::future::pending().await,
-    }
-}
-
-/// Writes `notifications/cancelled` for a fast request, waiting at most as long as [`send_cancel`] does; a write
-/// still unfinished then completes in the background.
-async fn fast_cancel(fast: &FastCalls, id: u64, reason: &str) {
-    let mut write = fast.cancel(id, reason);
-    if tokio::time::timeout(Duration::from_secs(1), &mut write).await.is_err() {
-        finish_write(write);
     }
 }
 

@@ -1,5 +1,5 @@
-//! Tests of `run_call` on real `mcp-fixture` connections: the fast path (`transport::fast_client`) against rmcp's
-//! path on the same calls, and the fast path's cancellation, timeout, shutdown and transport-death behaviour.
+//! Tests of `run_call` on real `mcp-fixture` connections: cancellation, timeout, shutdown and transport death, a
+//! traced connection, and a Unix socket connection.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::handler::{Handlers, ProgressRoutes};
-use crate::process::{ProcessOptions, ShimMode};
+use crate::process::{GuardianMode, ProcessOptions};
 use crate::schema::ToolSchema;
-use crate::transport::{ConnectSpec, Connection, FIRST_FAST_ID, SharedHttp, connect};
+use crate::transport::{ConnectSpec, Connection, SharedHttp, connect};
 
 /// A hang guard only: every call here ends in well under a second unless the code under test is broken.
 const HANG: Duration = Duration::from_secs(30);
@@ -35,7 +35,7 @@ async fn fixture(dir: &Path, protocol: &str, trace: Option<crate::trace::Protoco
         http: SharedHttp::lazy(),
         era_hint: None,
         process: ProcessOptions {
-            shim: ShimMode::Disabled,
+            guardian: GuardianMode::Disabled,
             ..ProcessOptions::default()
         },
         cancel: CancellationToken::new(),
@@ -80,10 +80,9 @@ fn input() -> InputContext {
     }
 }
 
-/// One call through `run_call`: on the fast path when `fast`, else through rmcp.
+/// One call through `run_call`.
 async fn call(
     conn: &Connection<()>,
-    fast: bool,
     tool: &CatalogTool,
     args: Value,
     opts: CallOptions,
@@ -95,9 +94,8 @@ async fn call(
         opts,
         span: tracing::Span::none(),
     };
-    let fast = if fast { conn.fast_calls() } else { None };
     let peer = conn.client.peer().clone();
-    let run = run_call(peer, fast, job, Duration::from_secs(20), &[], guards, input());
+    let run = run_call(peer, job, Duration::from_secs(20), &[], guards, input());
     tokio::time::timeout(HANG, run).await.expect("the call hung")
 }
 
@@ -125,114 +123,10 @@ async fn wait_for_event(dir: &Path, what: &str, f: impl Fn(&[Value]) -> bool) {
     }
 }
 
-/// The same calls through both paths give the same result (outputs, `isError` results, images, structured content,
-/// embedded resources, JSON-RPC errors, resource reads, an input-required round) and the same report, in both
-/// protocol eras; the fast path's requests carry ids above rmcp's `u32` range and the per-request metadata a
-/// 2026-07-28 server needs (its `whoami` sees the same protocol version and client name either way).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn both_paths_give_the_same_results_in_both_eras() {
-    for protocol in ["auto", "legacy"] {
-        let dir = tempfile::tempdir().unwrap();
-        let conn = fixture(dir.path(), protocol, None).await;
-        assert!(conn.fast_calls().is_some(), "stdio without a trace has a fast path");
-        let cases = [
-            (tool("echo", None), json!({"text": "hé \"quoted\"\nline"})),
-            (tool("add", None), json!({"a": 1, "b": 2.5})),
-            (tool("fail", None), json!({"message": "boom"})),
-            (tool("image", None), json!({})),
-            (tool("mixed", None), json!({})),
-            (tool("huge", None), json!({"bytes": 100_000})),
-            (tool("echo", None), json!({})),
-            (tool("no_such_tool", None), json!({})),
-            (tool("roots", None), json!({})),
-            (tool("read_readme", Some("fixture://readme")), json!({})),
-            (tool("read_missing", Some("fixture://no-such-resource")), json!({})),
-        ];
-        for (tool, args) in &cases {
-            let (fast, fast_report) = call(&conn, true, tool, args.clone(), CallOptions::default(), guards()).await;
-            let (slow, slow_report) = call(&conn, false, tool, args.clone(), CallOptions::default(), guards()).await;
-            assert_eq!(
-                format!("{fast:?}"),
-                format!("{slow:?}"),
-                "{protocol}: {} {args}",
-                tool.original
-            );
-            assert_eq!(
-                (fast_report.responded, fast_report.transport_dead),
-                (slow_report.responded, slow_report.transport_dead),
-                "{protocol}: {}",
-                tool.original
-            );
-        }
-        // Spot checks that the cases mean what they say.
-        let (r, _) = call(
-            &conn,
-            true,
-            &cases[1].0,
-            cases[1].1.clone(),
-            CallOptions::default(),
-            guards(),
-        )
-        .await;
-        assert_eq!(r.unwrap().structured_content, Some(json!({"sum": 3.5})));
-        let (r, _) = call(
-            &conn,
-            true,
-            &cases[2].0,
-            cases[2].1.clone(),
-            CallOptions::default(),
-            guards(),
-        )
-        .await;
-        assert!(
-            matches!(r, Err(Error::ToolError { ref output, .. }) if output.is_error),
-            "{r:?}"
-        );
-        let (r, _) = call(&conn, true, &cases[7].0, json!({}), CallOptions::default(), guards()).await;
-        assert!(matches!(r, Err(Error::Protocol { code: -32602, .. })), "{r:?}");
-        let (r, _) = call(&conn, true, &cases[10].0, json!({}), CallOptions::default(), guards()).await;
-        assert!(matches!(r, Err(Error::Protocol { .. })), "{r:?}");
-
-        let whoami = tool("whoami", None);
-        let seen = |r: Result<ToolOutput>| {
-            let v: Value = serde_json::from_str(&r.unwrap().text()).unwrap();
-            (v["protocolVersion"].clone(), v["clientName"].clone())
-        };
-        let fast = seen(
-            call(&conn, true, &whoami, json!({}), CallOptions::default(), guards())
-                .await
-                .0,
-        );
-        let slow = seen(
-            call(&conn, false, &whoami, json!({}), CallOptions::default(), guards())
-                .await
-                .0,
-        );
-        assert_eq!(fast, slow, "{protocol}");
-        assert!(
-            fast.1.is_string(),
-            "{protocol}: the server saw no client name: {fast:?}"
-        );
-        let expected_era = if protocol == "legacy" { "2025-" } else { "2026-07-28" };
-        assert!(
-            fast.0.as_str().unwrap().starts_with(expected_era),
-            "{protocol}: {fast:?}"
-        );
-
-        // Which path each call took, by the id the server saw.
-        let ids = request_ids(dir.path(), "call", "");
-        let fast_ids = ids.iter().filter(|id| **id >= FIRST_FAST_ID).count();
-        let rmcp_ids = ids.iter().filter(|id| **id < u64::from(u32::MAX)).count();
-        assert_eq!(fast_ids + rmcp_ids, ids.len(), "{ids:?}");
-        assert!(fast_ids >= 12 && rmcp_ids >= 10, "{protocol}: {ids:?}");
-        conn.close(Duration::from_secs(2)).await;
-    }
-}
-
-/// Giving up on a fast call (the caller cancels, the timeout passes, the runtime stops) sends
+/// Giving up on a call (the caller cancels, the timeout passes, the runtime stops) sends
 /// `notifications/cancelled` with the call's id, the server stops the work, and the connection stays usable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fast_call_given_up_is_cancelled_on_the_server() {
+async fn a_call_given_up_is_cancelled_on_the_server() {
     let dir = tempfile::tempdir().unwrap();
     let conn = fixture(dir.path(), "auto", None).await;
     let slow = tool("slow", None);
@@ -244,7 +138,7 @@ async fn a_fast_call_given_up_is_cancelled_on_the_server() {
         cancel: Some(cancel.clone()),
         ..CallOptions::default()
     };
-    let running = call(&conn, true, &slow, json!({"ms": 60000}), opts, guards());
+    let running = call(&conn, &slow, json!({"ms": 60000}), opts, guards());
     let canceller = async {
         wait_for_event(dir.path(), "slow call", |e| e.iter().any(|e| e["name"] == "slow")).await;
         cancel.cancel();
@@ -256,7 +150,6 @@ async fn a_fast_call_given_up_is_cancelled_on_the_server() {
     );
     assert!(!report.transport_dead);
     let id = request_ids(dir.path(), "call", "slow")[0];
-    assert!(id >= FIRST_FAST_ID, "{id}");
     let cancelled = |id: u64, reason: &'static str| {
         move |e: &[Value]| {
             e.iter()
@@ -280,7 +173,7 @@ async fn a_fast_call_given_up_is_cancelled_on_the_server() {
         timeout: Some(Duration::from_millis(300)),
         ..CallOptions::default()
     };
-    let (r, _) = call(&conn, true, &slow, json!({"ms": 60000}), opts, guards()).await;
+    let (r, _) = call(&conn, &slow, json!({"ms": 60000}), opts, guards()).await;
     assert!(
         matches!(r, Err(Error::Timeout { after, .. }) if after == Duration::from_millis(300)),
         "{r:?}"
@@ -294,13 +187,12 @@ async fn a_fast_call_given_up_is_cancelled_on_the_server() {
         max_total: Some(Duration::from_millis(2500)),
         ..CallOptions::default()
     };
-    let (r, _) = call(&conn, true, &slow, json!({"ms": 20000, "steps": 100}), opts, guards()).await;
+    let (r, _) = call(&conn, &slow, json!({"ms": 20000, "steps": 100}), opts, guards()).await;
     assert!(
         matches!(r, Err(Error::Timeout { after, .. }) if after == Duration::from_millis(2500)),
         "{r:?}"
     );
     let id = *request_ids(dir.path(), "call", "slow").last().unwrap();
-    assert!(id >= FIRST_FAST_ID);
     wait_for_event(
         dir.path(),
         "cap cancellation",
@@ -311,7 +203,7 @@ async fn a_fast_call_given_up_is_cancelled_on_the_server() {
     // The runtime stops.
     let g = guards();
     let stop = g.stop.clone();
-    let running = call(&conn, true, &slow, json!({"ms": 60000}), CallOptions::default(), g);
+    let running = call(&conn, &slow, json!({"ms": 60000}), CallOptions::default(), g);
     let before = request_ids(dir.path(), "call", "slow").len();
     let stopper = async {
         wait_for_event(dir.path(), "third slow call", |_| {
@@ -331,40 +223,22 @@ async fn a_fast_call_given_up_is_cancelled_on_the_server() {
     .await;
 
     // The stream's framing is intact: a late answer to a given-up call is dropped, the next call is answered.
-    let (r, _) = call(
-        &conn,
-        true,
-        &echo,
-        json!({"text": "after"}),
-        CallOptions::default(),
-        guards(),
-    )
-    .await;
+    let (r, _) = call(&conn, &echo, json!({"text": "after"}), CallOptions::default(), guards()).await;
     assert_eq!(r.unwrap().text(), "after");
-    assert_eq!(conn.fast_calls().unwrap().waiting(), 0);
     conn.close(Duration::from_secs(2)).await;
 }
 
-/// When the server dies under a fast call (killed, or the `crash` tool exits without answering), the call fails at
-/// once as a dead transport, and later fast calls are refused the same way.
+/// When the server dies under a call (killed, or the `crash` tool exits without answering), the call fails at once
+/// as a dead transport, and later calls are refused the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fast_call_fails_when_the_transport_dies() {
+async fn a_call_fails_when_the_transport_dies() {
     let dir = tempfile::tempdir().unwrap();
     let conn = fixture(dir.path(), "auto", None).await;
-    let (r, report) = call(
-        &conn,
-        true,
-        &tool("crash", None),
-        json!({}),
-        CallOptions::default(),
-        guards(),
-    )
-    .await;
+    let (r, report) = call(&conn, &tool("crash", None), json!({}), CallOptions::default(), guards()).await;
     assert!(matches!(r, Err(Error::Connection { .. })), "{r:?}");
     assert!(report.transport_dead);
     let (r, report) = call(
         &conn,
-        true,
         &tool("echo", None),
         json!({"text": "x"}),
         CallOptions::default(),
@@ -382,14 +256,7 @@ async fn a_fast_call_fails_when_the_transport_dies() {
     let conn = fixture(dir.path(), "legacy", None).await;
     let pid = conn.pid.unwrap();
     let slow = tool("slow", None);
-    let running = call(
-        &conn,
-        true,
-        &slow,
-        json!({"ms": 60000}),
-        CallOptions::default(),
-        guards(),
-    );
+    let running = call(&conn, &slow, json!({"ms": 60000}), CallOptions::default(), guards());
     let killer = async {
         wait_for_event(dir.path(), "slow call", |e| e.iter().any(|e| e["name"] == "slow")).await;
         let status = std::process::Command::new("kill")
@@ -408,17 +275,14 @@ async fn a_fast_call_fails_when_the_transport_dies() {
     conn.close(Duration::from_secs(2)).await;
 }
 
-/// A traced connection has no fast path (the trace records what passes through the transport stack), so every
-/// call of it is in the trace, request and response.
+/// Every call of a traced connection is in the trace, request and response.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_traced_connection_takes_rmcps_path_and_every_call_is_traced() {
+async fn every_call_of_a_traced_connection_is_traced() {
     let dir = tempfile::tempdir().unwrap();
     let sink = crate::trace::TraceSink::new(dir.path().join("trace.jsonl"), 1 << 20);
     let conn = fixture(dir.path(), "auto", Some(crate::trace::ProtocolTrace::new(sink, "fx"))).await;
-    assert!(conn.fast_calls().is_none());
     let (r, _) = call(
         &conn,
-        true,
         &tool("echo", None),
         json!({"text": "t"}),
         CallOptions::default(),
@@ -438,20 +302,12 @@ async fn a_traced_connection_takes_rmcps_path_and_every_call_is_traced() {
     assert_eq!(calls.len(), 2, "{lines:#?}");
     assert_eq!(calls[0].kind, crate::trace::MessageKind::Request);
     assert_eq!(calls[1].kind, crate::trace::MessageKind::Response);
-    assert!(
-        calls[0]
-            .id
-            .as_ref()
-            .and_then(Value::as_u64)
-            .is_some_and(|id| id < FIRST_FAST_ID)
-    );
     conn.close(Duration::from_secs(2)).await;
 }
 
-/// A Unix socket bridged to a stdio fixture (as rmcp-mux serves one): the fast path works there too, with the
-/// same results as rmcp's path.
+/// A Unix socket bridged to a stdio fixture (as rmcp-mux serves one): calls, tool errors and resource reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_socket_connection_has_the_fast_path_with_the_same_results() {
+async fn calls_over_a_socket_connection() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mux.sock");
     let log = dir.path().join("events.jsonl");
@@ -481,20 +337,36 @@ async fn a_socket_connection_has_the_fast_path_with_the_same_results() {
         token_source: None,
     };
     let conn = connect(spec, ()).await.unwrap();
-    assert!(conn.fast_calls().is_some());
-    for (tool, args) in [
-        (tool("echo", None), json!({"text": "over the socket"})),
-        (tool("fail", None), json!({})),
-        (tool("no_such_tool", None), json!({})),
-        (tool("read_readme", Some("fixture://readme")), json!({})),
-    ] {
-        let (fast, _) = call(&conn, true, &tool, args.clone(), CallOptions::default(), guards()).await;
-        let (slow, _) = call(&conn, false, &tool, args.clone(), CallOptions::default(), guards()).await;
-        assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{}", tool.original);
-    }
-    let ids = request_ids(dir.path(), "call", "echo");
-    assert_eq!(ids.len(), 2, "{ids:?}");
-    assert!(ids[0] >= FIRST_FAST_ID && ids[1] < u64::from(u32::MAX), "{ids:?}");
+    let (r, _) = call(
+        &conn,
+        &tool("echo", None),
+        json!({"text": "over the socket"}),
+        CallOptions::default(),
+        guards(),
+    )
+    .await;
+    assert_eq!(r.unwrap().text(), "over the socket");
+    let (r, _) = call(&conn, &tool("fail", None), json!({}), CallOptions::default(), guards()).await;
+    assert!(r.unwrap().is_error, "the fixture's `fail` is an isError result");
+    let (r, report) = call(
+        &conn,
+        &tool("no_such_tool", None),
+        json!({}),
+        CallOptions::default(),
+        guards(),
+    )
+    .await;
+    assert!(r.is_err() && !report.transport_dead, "{r:?}");
+    let (r, _) = call(
+        &conn,
+        &tool("read_readme", Some("fixture://readme")),
+        json!({}),
+        CallOptions::default(),
+        guards(),
+    )
+    .await;
+    assert!(!r.unwrap().text().is_empty());
+    assert_eq!(request_ids(dir.path(), "call", "echo").len(), 1);
     conn.close(Duration::from_secs(2)).await;
     let _ = tokio::time::timeout(HANG, bridge).await;
 }

@@ -15,14 +15,11 @@ use tracing::Instrument;
 use crate::call::{CallGuards, CallJob, InputContext, ToolOutput, run_call};
 use crate::error::Result;
 use crate::server::ServerMsg;
-use crate::transport::FastCalls;
 
 /// Everything a call on the current connection needs; cloned per call (reference counts only).
 #[derive(Clone)]
 pub(crate) struct LiveCall {
     pub peer: Peer<RoleClient>,
-    /// The connection's fast request path (line-framed transports without a protocol trace).
-    pub fast: Option<FastCalls>,
     pub guards: CallGuards,
     pub generation: u64,
     pub timeout: Duration,
@@ -127,10 +124,7 @@ impl Lane {
     pub fn enter(self: &Arc<Self>) -> Option<(LiveCall, Ticket)> {
         let slot = self.lock();
         let live = slot.as_ref()?;
-        if live.guards.dead.is_cancelled()
-            || live.peer.is_transport_closed()
-            || live.fast.as_ref().is_some_and(FastCalls::is_closed)
-        {
+        if live.guards.dead.is_cancelled() || live.peer.is_transport_closed() {
             // Died, and the actor may not know yet: its mailbox path queues the call behind a respawn.
             return None;
         }
@@ -160,7 +154,6 @@ impl Lane {
         let started = Instant::now();
         let LiveCall {
             peer,
-            fast,
             guards,
             generation,
             timeout,
@@ -168,7 +161,7 @@ impl Lane {
             input,
             actor,
         } = live;
-        let (result, report) = run_call(peer, fast, job, timeout, &retry_delays, guards, input)
+        let (result, report) = run_call(peer, job, timeout, &retry_delays, guards, input)
             .instrument(span.clone())
             .await;
         span.record("outcome", result.as_ref().err().map_or("ok", |e| e.category().as_str()));

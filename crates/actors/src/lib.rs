@@ -40,7 +40,9 @@ pub use naming::{
 // The OAuth types `AuthOptions` and `auth_start` use, for hosts that do not depend on pimcp-auth themselves.
 pub use pimcp_auth::{AuthorizationStart, BrowserOpener, CallbackPort, MemoryStore, TokenStore};
 pub use policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker, Tuning};
-pub use process::{ProcessOptions, SHIM_ARG, SHIM_BINARY, ShimMode, StderrTail, shim_main_if_requested};
+pub use process::{
+    GUARDIAN_ARG, GUARDIAN_BINARY, GuardianMode, ProcessOptions, StderrTail, guardian_main_if_requested,
+};
 pub use router::{DISCOVERY_CONCURRENCY, MAX_DISCOVERY_STARTS, approval_required};
 pub use runtime::{CONTROL_REPLY_SLACK, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
 pub use schema::ToolSchema;

@@ -91,10 +91,10 @@ impl std::fmt::Debug for RuntimeHandle {
 pub const CONTROL_REPLY_SLACK: Duration = Duration::from_secs(5);
 
 impl RuntimeHandle {
-    /// The pid of the standby guardian shim waiting to start this runtime's next stdio server, if one is waiting
-    /// (see [`StandbySlot`](crate::process::StandbySlot)).
-    pub fn standby_shim_pid(&self) -> Option<u32> {
-        self.shared.process.standby.waiting_pid()
+    /// The pid of this runtime's guardian process while one runs (it starts with the first stdio server; see
+    /// [`Guardian`](crate::process::Guardian)).
+    pub fn guardian_pid(&self) -> Option<u32> {
+        self.shared.process.guardian_process.pid()
     }
 
     /// Per-server state, counts, protocol, last error, failures and uptime. Never waits on a server.
@@ -408,32 +408,6 @@ impl RuntimeHandle {
     }
 }
 
-/// Maps a failed one-off request (`prompts/get`, `resources/read`) to a categorized error.
-/// Starts the standby guardian shim (see `process::StandbySlot`) when a dedicated shim is on and a lazy stdio server
-/// has yet to start: its first call then skips the shim's exec. On a thread of its own, so nothing waits for the spawn.
-fn prepare_standby_shim(shared: &Arc<Shared>, servers: &[pimcp_config::ServerConfig]) {
-    let lazy_stdio = servers.iter().any(|s| {
-        matches!(s.transport, pimcp_config::Transport::Stdio(_))
-            && matches!(
-                s.lifecycle,
-                pimcp_config::Lifecycle::Lazy | pimcp_config::Lifecycle::LazyKeepAlive
-            )
-            && matches!(s.availability, pimcp_config::Availability::Available)
-    });
-    // A host binary re-executed as its own shim (`CurrentExe`, e.g. pimcp-run's CLI commands) would idle at ~5 MiB
-    // and cost a large exec on every command, most of which never start a server: only the dedicated shim waits.
-    if !lazy_stdio || matches!(shared.process.shim, crate::process::ShimMode::CurrentExe) {
-        return;
-    }
-    if std::env::var_os(crate::process::STANDBY_ENV).is_some_and(|v| v == "0") {
-        return;
-    }
-    let Some(shim) = shared.process.shim_executable() else {
-        return;
-    };
-    shared.process.standby.prepare_in_background(shim);
-}
-
 /// One request to `server` within `timeout`: its answer, the request's error, or an operation timeout.
 async fn timed<T>(
     server: &str,
@@ -548,9 +522,9 @@ impl Runtime {
             tuning,
             auth,
         } = opts;
-        // A slot of its own: options cloned into another runtime must not share a standby shim (its pipes belong to
-        // this runtime's reactor).
-        process.standby = crate::process::StandbySlot::default();
+        // A guardian of its own: options cloned into another runtime must not share one (each runtime's guardian
+        // ends with it).
+        process.guardian_process = crate::process::Guardian::default();
         // Built on first use: a runtime of stdio servers never loads the root certificates.
         let http = match http {
             Some(h) => crate::transport::SharedHttp::from(h),
@@ -628,7 +602,6 @@ impl Runtime {
         });
         shared.set_connect_budget(&config.servers);
         auth.attach(&shared);
-        prepare_standby_shim(&shared, &config.servers);
         // Version 0 is the catalog being built above; the router starts from it instead of building it again.
         let (catalog_tx, catalog_rx) = watch::channel(Arc::new(Catalog::default()));
         let args = SupArgs {
@@ -690,7 +663,6 @@ impl Runtime {
             .await
             .is_ok();
         shared.root.cancel();
-        shared.process.standby.clear();
         for a in &actors {
             a.stop(Some("shutdown".into()));
         }

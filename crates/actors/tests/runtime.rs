@@ -15,7 +15,6 @@ mod runtime {
     mod observability;
     mod retry;
     mod secrets;
-    mod standby;
     mod stress;
     mod warm;
 }

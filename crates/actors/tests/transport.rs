@@ -11,6 +11,5 @@ mod transport {
     mod secrets;
     mod socket;
     mod sse;
-    mod standby;
     mod stdio;
 }

@@ -64,7 +64,7 @@ pub struct OAuthClientOptions {
     pub http: Option<OAuthHttp>,
     /// The guardian the `!command` secrets this client resolves itself (`identityAssertion.idToken`,
     /// `idpClientSecret`) run behind (see [`pimcp_config::ResolveOptions::guardian`]).
-    pub secret_guardian: Option<Vec<std::ffi::OsString>>,
+    pub secret_guardian: Option<std::sync::Arc<dyn pimcp_config::GroupWatch>>,
 }
 
 impl fmt::Debug for OAuthClientOptions {
@@ -139,7 +139,7 @@ struct Inner {
     client_secret: Option<Secret>,
     private_key_pem: Option<Secret>,
     http: OAuthHttp,
-    secret_guardian: Option<Vec<std::ffi::OsString>>,
+    secret_guardian: Option<std::sync::Arc<dyn pimcp_config::GroupWatch>>,
     pending: Mutex<HashMap<String, PendingFlow>>,
     attempts: AtomicU32,
 }

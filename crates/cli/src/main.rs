@@ -3,13 +3,10 @@
 //! output (or, later, the MCP protocol).
 
 #![allow(clippy::print_stdout, reason = "a command's output is printed to stdout")]
-// On Linux/glibc the process starts at `entry::main`, skipping std's runtime set-up (see there).
-#![cfg_attr(all(target_os = "linux", target_env = "gnu", not(test)), no_main)]
 
 #[macro_use]
 mod output; // first: its `out!` / `outln!` / `err!` / `errln!` macros are used by the modules below
 mod commands;
-mod libm_shim;
 mod progress;
 mod reload;
 mod telemetry;
@@ -59,33 +56,15 @@ pub(crate) struct Cli {
     pub command: Option<commands::Command>,
 }
 
-/// argv\[1\] that makes pimcp-run panic inside `catch_unwind` and exit 0 once the panic is caught: a binary that
-/// cannot unwind aborts or crashes instead. `scripts/build-dist.sh` runs it on the binary it rewrote after linking
-/// (BOLT moves landing pads to cold code): a panic in one task must stay that task's, never end the process and every
-/// server with it.
-const UNWIND_CHECK_ARG: &str = "__pimcp_unwind_check__";
-
-fn unwind_check() -> i32 {
-    std::panic::set_hook(Box::new(|_| {}));
-    // Getting past this line is the check: the closure cannot return, and a binary that cannot unwind ends inside it.
-    let _ = std::panic::catch_unwind(|| std::panic::panic_any(UNWIND_CHECK_ARG));
-    0
-}
-
-/// The process's entry point elsewhere (other C libraries, and the unit tests' harness): std's `main`.
-#[cfg(not(all(target_os = "linux", target_env = "gnu", not(test))))]
 fn main() -> std::process::ExitCode {
     std::process::ExitCode::from(run())
 }
 
 /// Everything `pimcp-run` does, from its arguments to its exit status.
 fn run() -> u8 {
-    // pimcp-run is its own guardian shim for stdio servers (`pimcp-run __pimcp_shim__ …` never returns).
-    pimcp_actors::shim_main_if_requested();
+    // pimcp-run is its own runtime's guardian (`pimcp-run __pimcp_guardian__` never returns).
+    pimcp_actors::guardian_main_if_requested();
     let cli = Cli::from_env();
-    if cli.command.is_none() {
-        one_malloc_arena();
-    }
     // Logs to stderr, OTLP export when configured; dropping the guard at the end flushes spans.
     let _telemetry = telemetry::init();
     let json = cli.command.as_ref().is_some_and(commands::Command::json);
@@ -106,58 +85,6 @@ fn run() -> u8 {
     }
 }
 
-/// The entry point on Linux/glibc: a C `main` (`#![no_main]`) instead of std's, which before calling Rust's `main`
-/// reads and parses `/proc/self/maps` (glibc's `pthread_getattr_np` for the main thread, with `fopen`, `getline`
-/// and `sscanf`: four 64 KiB windows of libc's code and one of its data mapped for it, ~0.3 MiB of a served
-/// session's 5 MiB) to place a stack-overflow handler. Of what that set-up does, pimcp-run keeps what matters to it:
-/// descriptors 0–2 opened on `/dev/null` when closed (so that no file it opens becomes its stdout or stderr),
-/// `SIGPIPE` ignored (a write to a closed pipe is an error, not death; std's spawn still gives children the default),
-/// a panic that escapes ending the process with status 101, and stdout flushed at exit (`process::exit`). What it
-/// gives up: the "has overflowed its stack" message (a stack overflow is a plain SIGSEGV) and the main thread's name
-/// in panic messages. std still works without the set-up: on glibc the arguments come from `.init_array`.
-/// `pimcp-shim` starts the same way.
-#[cfg(all(target_os = "linux", target_env = "gnu", not(test)))]
-mod entry {
-    use std::ffi::{c_char, c_int};
-
-    #[allow(
-        unsafe_code,
-        reason = "#![no_main] needs an unmangled C `main`; it calls safe code and fcntl/open/signal"
-    )]
-    #[unsafe(no_mangle)]
-    extern "C" fn main(_argc: c_int, _argv: *const *const c_char) -> c_int {
-        standard_fds_open();
-        // SAFETY: signal(2) with SIG_IGN installs no handler and touches no memory of ours.
-        #[allow(unsafe_code, reason = "signal dispositions have no safe std equivalent")]
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-        }
-        // A panic must not unwind into C (that aborts): it ends the process as std's `main` would.
-        let code = std::panic::catch_unwind(super::run).map_or(101, i32::from);
-        std::process::exit(code)
-    }
-
-    /// Opens `/dev/null` on each of descriptors 0, 1 and 2 that is closed, as std's set-up does: `open` returns the
-    /// lowest free descriptor, so the lowest closed one is filled first. Aborts when `/dev/null` cannot be opened.
-    fn standard_fds_open() {
-        for fd in 0..=2 {
-            // SAFETY: F_GETFD only reads the descriptor's flags; no memory is passed.
-            #[allow(unsafe_code, reason = "fcntl(2) on a raw descriptor number")]
-            let closed = unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1
-                && std::io::Error::last_os_error().raw_os_error() == Some(libc::EBADF);
-            if !closed {
-                continue;
-            }
-            // SAFETY: a NUL-terminated constant path; the descriptor returned is the process's to keep.
-            #[allow(unsafe_code, reason = "open(2) of /dev/null into a closed standard descriptor")]
-            let opened = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
-            if opened != fd {
-                std::process::abort();
-            }
-        }
-    }
-}
-
 impl Cli {
     /// The process's arguments, parsed. The stdio server's own command lines (nothing, or `--config PATH`: what a host
     /// writes in its MCP configuration) are read directly; for anything else clap builds its command tree (every
@@ -166,9 +93,6 @@ impl Cli {
     /// same result.
     fn from_env() -> Cli {
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-        if args.first().is_some_and(|arg| arg == UNWIND_CHECK_ARG) {
-            std::process::exit(unwind_check());
-        }
         Cli::server_args(&args).unwrap_or_else(Cli::parse)
     }
 
@@ -196,23 +120,6 @@ impl Cli {
         })
     }
 }
-
-/// Makes every thread allocate from glibc's main malloc arena. With no command pimcp-run is the stdio server (or the
-/// `--attach` relay): one thread runs the runtime, and the few helper threads (tokio's blocking pool, the standby
-/// shim's spawner; formerly also a schema warm-up) each got an arena of their own, which stays resident after
-/// their short work (RssAnon 2,968 -> 2,904 KiB median in the 200-call session). `serve --http` keeps the default:
-/// its worker threads allocate concurrently. Called before any second thread exists: a thread's arena is picked on
-/// its first allocation.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn one_malloc_arena() {
-    // SAFETY: mallopt only sets a malloc tunable from two integers; no memory is passed or touched.
-    #[allow(unsafe_code, reason = "mallopt(3) has no safe std equivalent")]
-    let _ = unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
-}
-
-/// Other C libraries: nothing to tune.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn one_malloc_arena() {}
 
 #[cfg(test)]
 mod tests {

@@ -104,8 +104,7 @@ pub(crate) fn judge(running: &Config, next: &Config) -> Verdict {
 
 /// Watches the config files of `running` (and SIGHUP) and applies valid changes to `proxy` until aborted.
 pub(crate) fn spawn(opts: LoadOptions, proxy: Proxy, running: Config) -> JoinHandle<()> {
-    // Built in a frame of its own and boxed: it would otherwise be copied through this frame on the serving thread.
-    tokio::spawn(pimcp_proxy::in_own_frame(|| async move {
+    tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
         let mut hup = match signal(SignalKind::hangup()) {
             Ok(s) => Some(s),
@@ -182,7 +181,7 @@ pub(crate) fn spawn(opts: LoadOptions, proxy: Proxy, running: Config) -> JoinHan
                 },
             }
         }
-    }))
+    })
 }
 
 /// The operator notice for a refused reload.

@@ -60,7 +60,7 @@ pub use read::{CONFIG_FILE_LIMIT, open_regular, read_bounded, read_capped, read_
 pub use redact::{redact_known_secrets, redact_text, remember_secret, remember_url_secrets};
 pub use schema::json_schema;
 pub use secret::{
-    CONTROL_ENV_PREFIX, ResolveOptions, SECRET_COMMAND_MAX_OUTPUT, SECRET_COMMAND_TIMEOUT, is_control_env,
+    CONTROL_ENV_PREFIX, GroupWatch, ResolveOptions, SECRET_COMMAND_MAX_OUTPUT, SECRET_COMMAND_TIMEOUT, is_control_env,
 };
 pub use trust::{
     PROJECT_CONFIG_FILES, TRUST_FILE, TrustedProject, is_trusted, trust_command, trust_project, untrust_project,

@@ -4,13 +4,13 @@
 //! A command runs as `sh -c <command>` leading its own process group with stdin and stderr on `/dev/null`, inherits
 //! pimcp's environment without pimcp's own variables (every `PIMCP_*`, see [`is_control_env`]), must exit 0 within
 //! [`SECRET_COMMAND_TIMEOUT`] and print at most [`SECRET_COMMAND_MAX_OUTPUT`] bytes; its trimmed stdout must not be
-//! empty. `sh` gets `PR_SET_PDEATHSIG(SIGKILL)`; with a [`ResolveOptions::guardian`] (the runtime passes its guardian
-//! shim) the shim leads the group instead and kills all of it, grandchildren included, when pimcp dies. On timeout,
+//! empty. On Linux `sh` gets `PR_SET_PDEATHSIG(SIGKILL)`; with a [`ResolveOptions::guardian`] (the runtime passes its
+//! guardian) the command's group is watched while it runs, so all of it, grandchildren included, dies with pimcp. On timeout,
 //! oversize output or [`ResolveOptions::cancel`] the whole group is killed. Only the calling thread reaps the leader,
 //! and it signals the group only before reaping it, so a recycled group id is never hit. Errors name the context
 //! (`headers.Authorization`), never the output.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -47,11 +47,30 @@ pub struct ResolveOptions {
     pub max_output: usize,
     /// Working directory of the command (default: pimcp's current directory).
     pub cwd: Option<PathBuf>,
-    /// A program and arguments the command line is appended to (`<shim> __pimcp_shim__ <pid>`): the guardian that
-    /// kills the command's whole group when pimcp dies. `None`: `sh` leads the group itself.
-    pub guardian: Option<Vec<OsString>>,
+    /// Watches the command's process group while it runs, to kill it when pimcp dies.
+    pub guardian: Option<Arc<dyn GroupWatch>>,
     /// Set to `true` to stop the command: its group is killed and the resolution fails.
     pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// Something that kills a process group when pimcp dies (the runtime's guardian), told of each group a `!command`
+/// leads while it runs.
+pub trait GroupWatch: Send + Sync + std::fmt::Debug {
+    /// From now on, `pgid` dies with pimcp.
+    fn watch(&self, pgid: i32);
+    /// `pgid` is done; forget it.
+    fn release(&self, pgid: i32);
+}
+
+/// Releases a watched group when the resolution ends, on every path.
+struct Watched<'a>(Option<&'a dyn GroupWatch>, i32);
+
+impl Drop for Watched<'_> {
+    fn drop(&mut self) {
+        if let Some(guardian) = self.0 {
+            guardian.release(self.1);
+        }
+    }
 }
 
 impl Default for ResolveOptions {
@@ -121,6 +140,13 @@ fn run(command: &str, context: &str, options: &ResolveOptions) -> Result<Secret,
     let deadline = Instant::now() + options.timeout;
     let mut child = spawn(command, options).map_err(|err| spawn_error(err.to_string()))?;
     let pid = child.id();
+    // The group is released once its leader is reaped (a recycled group id is never left watched for longer).
+    let _watched = i32::try_from(pid).ok().map(|pgid| {
+        if let Some(guardian) = &options.guardian {
+            guardian.watch(pgid);
+        }
+        Watched(options.guardian.as_deref(), pgid)
+    });
     let Some(stdout) = child.stdout.take() else {
         kill_and_reap(pid, &mut child);
         return Err(spawn_error("no stdout pipe".into()));
@@ -191,20 +217,11 @@ fn run(command: &str, context: &str, options: &ResolveOptions) -> Result<Secret,
     outcome(context, status, output.bytes)
 }
 
-/// `sh -c <command>` (behind the guardian when there is one) leading a new process group, with pimcp's environment
-/// minus its control variables.
+/// `sh -c <command>` leading a new process group, with pimcp's environment minus its control variables.
 fn spawn(command: &str, options: &ResolveOptions) -> std::io::Result<Child> {
     use std::os::unix::process::CommandExt;
 
-    let guardian = options.guardian.as_deref().unwrap_or_default();
-    let mut cmd = match guardian.split_first() {
-        Some((program, args)) => {
-            let mut cmd = Command::new(program);
-            cmd.args(args).arg("sh");
-            cmd
-        }
-        None => Command::new("sh"),
-    };
+    let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(command)
         .stdin(Stdio::null())
@@ -218,7 +235,7 @@ fn spawn(command: &str, options: &ResolveOptions) -> std::io::Result<Child> {
         cmd.current_dir(cwd);
     }
     #[cfg(target_os = "linux")]
-    if guardian.is_empty() {
+    {
         let parent = std::process::id();
         // SAFETY: runs between fork and exec; prctl and getppid are async-signal-safe and allocate nothing.
         #[allow(unsafe_code)]
@@ -486,14 +503,30 @@ mod tests {
         assert!(wait_gone(pid, Duration::from_secs(5)), "grandchild {pid} still running");
     }
 
+    /// Records what it is told.
+    #[derive(Debug, Default)]
+    struct Recorder(std::sync::Mutex<Vec<(char, i32)>>);
+
+    impl GroupWatch for Recorder {
+        fn watch(&self, pgid: i32) {
+            self.0.lock().unwrap().push(('+', pgid));
+        }
+        fn release(&self, pgid: i32) {
+            self.0.lock().unwrap().push(('-', pgid));
+        }
+    }
+
     #[test]
-    fn the_guardian_prefix_runs_the_command() {
+    fn the_guardian_watches_the_commands_group_while_it_runs() {
+        let recorder = Arc::new(Recorder::default());
         let options = ResolveOptions {
-            guardian: Some(vec!["env".into(), "GUARDED=yes".into()]),
+            guardian: Some(recorder.clone()),
             ..ResolveOptions::default()
         };
-        let secret = cmd("printf %s \"$GUARDED\"").resolve_with("env.X", &options).unwrap();
-        assert_eq!(secret.expose(), "yes");
+        // `$$` in `sh -c` is the shell's pid, which leads the command's group.
+        let secret = cmd("printf %s $$").resolve_with("env.X", &options).unwrap();
+        let pgid: i32 = secret.expose().parse().unwrap();
+        assert_eq!(*recorder.0.lock().unwrap(), [('+', pgid), ('-', pgid)]);
     }
 
     #[test]

@@ -1,14 +1,16 @@
-//! The JSON-RPC 2.0 error a host's line is owed when it yields no message: the pre-check in front of rmcp's decode
-//! on `pimcp-run`'s stdio and `serve --http` request bodies.
+//! The JSON-RPC 2.0 error a host's message is owed when it yields no message: the pre-check in front of rmcp on
+//! `serve --http` request bodies. (On stdio rmcp's transport decides: it ignores lines that are not JSON, answers
+//! JSON that is no message with `Invalid request`, and drops lines over its 16 MiB limit with an error log.)
 //!
 //! Only lines the decode refused reach it (the valid ones cost nothing more). A parse error (not JSON, a lone
 //! surrogate, nesting deeper than serde's limit) is -32700 with `"id": null`; a batch (a JSON array: MCP 2025-06-18
 //! dropped batches) and a line over the line limit are -32600 with `"id": null`; a request whose `jsonrpc`, `id` or
 //! `method` is wrong is -32600 with its id when the id is an integer or a string, else `null`; a well-formed request
 //! whose params do not fit its method is -32602 with its id. A notification (a `method` without an `id`) and a
-//! response get nothing. Messages never quote the line (it may carry secrets).
+//! response get nothing. Messages never quote the body (it may carry secrets).
 
-use pimcp_actors::transport::{MAX_LINE_LENGTH, Skip};
+use rmcp::RoleServer;
+use rmcp::service::RxJsonRpcMessage;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -47,20 +49,45 @@ pub(crate) fn is_known_method(method: &str) -> bool {
     KNOWN_METHODS.contains(&method)
 }
 
-/// The answer to a host line that yields no message (see the module docs), for
-/// [`pimcp_actors::transport::LineTransport::rejecting`]: `None` is a line over the line limit.
-pub(crate) fn reject(unread: Option<(&[u8], &Skip)>) -> Option<Vec<u8>> {
-    let Some((line, skip)) = unread else {
-        let message = format!(
-            "Invalid request: the line exceeds the {} MiB limit",
-            MAX_LINE_LENGTH >> 20
-        );
-        return Some(error_line(INVALID_REQUEST, &message, None));
+/// Why a body yields no message.
+#[derive(Debug)]
+pub(crate) enum Skip {
+    /// Not JSON (or cut short).
+    Unparsable(serde_json::Error),
+    /// A notification rmcp does not know: ignored.
+    UnknownNotification,
+    /// JSON, but not a valid message.
+    Invalid,
+}
+
+/// Decodes `body` as rmcp will (a leading UTF-8 BOM ignored); `Err` says why it yields no message.
+pub(crate) fn decode(body: &[u8]) -> Result<RxJsonRpcMessage<RoleServer>, Skip> {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    let e = match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(body) {
+        Ok(message) => return Ok(message),
+        Err(e) => e,
     };
+    match e.classify() {
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => Err(Skip::Unparsable(e)),
+        serde_json::error::Category::Data | serde_json::error::Category::Io => {
+            let notification = serde_json::from_slice::<Envelope<'_>>(body)
+                .is_ok_and(|envelope| envelope.method.is_some() && envelope.id.is_none());
+            Err(if notification {
+                Skip::UnknownNotification
+            } else {
+                Skip::Invalid
+            })
+        }
+    }
+}
+
+/// The answer to a body that yields no message (see the module docs): one serialized message, or `None` for no
+/// answer.
+pub(crate) fn reject(body: &[u8], skip: &Skip) -> Option<Vec<u8>> {
     match skip {
         Skip::Unparsable(e) => Some(error_line(PARSE_ERROR, &format!("Parse error: {e}"), None)),
-        Skip::UnknownNotification(_) => None,
-        Skip::Invalid(_) => invalid(line),
+        Skip::UnknownNotification => None,
+        Skip::Invalid => invalid(body),
     }
 }
 

@@ -11,7 +11,6 @@ mod describe;
 mod direct;
 mod error;
 mod facade;
-mod fast_call;
 mod forward;
 mod guard;
 mod host_input;
@@ -23,7 +22,6 @@ mod resource_subs;
 mod search;
 mod server;
 mod shapes;
-mod simple_schema;
 mod stdio;
 mod text;
 mod tool_def;
@@ -55,7 +53,7 @@ pub use search::{
 };
 pub use server::{
     DEFAULT_DRAIN_BOUND, DEFAULT_SHUTDOWN_BOUND, IMMEDIATE_SHUTDOWN_BOUND, ProxyServer, ReloadFn, SERVER_NAME,
-    SIGNAL_BURST, SURFACE_DEBOUNCE, ServeOptions, in_own_frame, run_stdio, serve, serve_lines, serve_stdio, stdin_pipe,
+    SIGNAL_BURST, SURFACE_DEBOUNCE, ServeOptions, run_stdio, serve, serve_lines, serve_stdio, stdin_pipe,
 };
 pub use shapes::{DEFAULT_SHAPE_CHARS, MAX_ENUM_VALUES, MAX_REF_DEPTH, shape, shape_within};
 pub use stdio::{HostStdin, HostStdout, host_stdio};

@@ -13,7 +13,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
@@ -163,8 +163,6 @@ struct ServerInner {
     log: crate::host_log::HostLog,
     /// Hosts' `resources/subscribe`.
     subscriptions: crate::resource_subs::ResourceSubs,
-    /// Host tool calls taken by the stdio fast path ([`serve_lines`]).
-    fast_calls: AtomicU64,
 }
 
 /// Counts one host request in flight.
@@ -254,7 +252,6 @@ impl ProxyServer {
                 draining: AtomicBool::new(false),
                 log,
                 subscriptions,
-                fast_calls: AtomicU64::new(0),
             }),
         };
         server.spawn_watcher();
@@ -299,16 +296,6 @@ impl ProxyServer {
 
     pub fn is_draining(&self) -> bool {
         self.inner.draining.load(Ordering::SeqCst)
-    }
-
-    /// Host `tools/call` requests answered beside rmcp's service loop by [`serve_lines`] (and so by
-    /// [`serve_stdio`]), over every session so far.
-    pub fn fast_calls(&self) -> u64 {
-        self.inner.fast_calls.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn count_fast_call(&self) {
-        self.inner.fast_calls.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Waits until no host request is in flight, at most `bound`; returns whether that happened.
@@ -521,15 +508,13 @@ impl ServerHandler for ProxyServer {
         Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
     }
 
-    /// rmcp's default (the peer info, then the negotiation), and the session's peer to the stdio fast path when
-    /// this session is served by [`serve_lines`].
+    /// rmcp's default: the peer info, then the negotiation.
     async fn initialize(
         &self,
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
-        crate::fast_call::offer_peer(&context.peer);
         self.negotiate_initialize(&request)
     }
 
@@ -851,52 +836,14 @@ where
 }
 
 /// Serves one host over newline-delimited JSON-RPC on `read` / `write` (what [`serve_stdio`] does on stdin/stdout)
-/// until the host closes `read` or `cancel` fires: [`serve`] over pimcp's line transport, with the host's
-/// `tools/call` requests answered beside rmcp's service loop rather than through it (see `fast_call.rs`): same
-/// handler, same answers, less work per call.
+/// until the host closes `read` or `cancel` fires: [`serve`] over rmcp's byte-stream transport.
 pub async fn serve_lines<R, W>(server: ProxyServer, read: R, write: W, cancel: CancellationToken) -> Result<()>
 where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    serve_lines_probed(server, read, write, cancel, None).await
-}
-
-/// [`serve_lines`], with `host_gone` asked after the end of `read` whether anyone still reads `write`: if not, calls
-/// in flight are cancelled at once rather than drained.
-async fn serve_lines_probed<R, W>(
-    server: ProxyServer,
-    read: R,
-    write: W,
-    cancel: CancellationToken,
-    host_gone: Option<crate::fast_call::HostGone>,
-) -> Result<()>
-where
-    R: tokio::io::AsyncRead + Send + Unpin + 'static,
-    W: tokio::io::AsyncWrite + Send + Unpin + 'static,
-{
-    // Lines rmcp cannot decode get the JSON-RPC error they are owed (`host_input.rs`).
-    let lines = pimcp_actors::transport::LineTransport::<RoleServer, _, _>::new(read, write)
-        .rejecting(crate::host_input::reject);
-    let transport = crate::fast_call::FastCalls::new(server.clone(), lines, host_gone);
-    let slot = transport.peer_slot();
-    // `initialize` is answered on this task: [`ProxyServer`]'s handler hands the session's peer to the transport
-    // there, before the answer is written, so every call after it can take the fast path. rmcp's service future
-    // (~15 KB) is boxed in a frame of its own, so that this future and the two that await it (`run_until_shutdown`,
-    // `serve_stdio`) stay small.
-    in_own_frame(move || crate::fast_call::offering_peer(slot, serve(server, transport, cancel))).await
-}
-
-/// The future `build` returns, built in this function's own (transient) stack frame and boxed behind `dyn`. The
-/// caller's poll frame then holds a pointer instead of room for the future (a large async fn's future written into
-/// a box "in place" was still built on the caller's frame and copied: 31 KB for [`serve_stdio`]'s), and awaiting it
-/// cannot inline its poll into the caller's. For futures awaited on a thread whose stack matters: `pimcp-run` runs
-/// every task on its main thread, and a stack page, once touched, stays resident.
-#[inline(never)]
-pub fn in_own_frame<'a, F: Future + Send + 'a>(
-    build: impl FnOnce() -> F,
-) -> std::pin::Pin<Box<dyn Future<Output = F::Output> + Send + 'a>> {
-    Box::pin(build())
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(read, write);
+    serve(server, transport, cancel).await
 }
 
 /// Serves MCP on stdin/stdout until stdin closes, SIGINT or SIGTERM, then shuts the runtime down within
@@ -916,16 +863,8 @@ pub async fn serve_stdio(
     let signals = ShutdownSignals::watch(options.shutdown.clone());
     let reloads = options.reload.clone().map(|reload| spawn_reload_watch(proxy, reload));
     let (stdin, stdout) = crate::stdio::host_stdio();
-    // pimcp's line transport (rmcp's framing, `tools/call` requests decoded directly) with the host's tool calls
-    // answered beside rmcp's service loop (see `fast_call.rs`).
-    let serving = serve_lines_probed(
-        server.clone(),
-        stdin,
-        stdout,
-        cancel.clone(),
-        Some(crate::stdio::stdout_reader_gone),
-    );
-    // Answers of drained calls are written right after the handlers return (by the fast path's tasks, or by rmcp's
+    let serving = serve_lines(server.clone(), stdin, stdout, cancel.clone());
+    // Answers of drained calls are written right after the handlers return (by rmcp's
     // service loop for other requests).
     let settle = tokio::time::sleep(STDIO_SETTLE);
     let (served, immediate) =
@@ -1078,7 +1017,7 @@ pub(crate) async fn shutdown_runtime(
     let report = tokio::select! {
         report = &mut shutdown => report,
         _ = signals.immediate.cancelled(), if !immediate => {
-            // The graceful close is under way; the servers' guardian shims kill what is left when the process exits.
+            // The graceful close is under way; the runtime's guardian kills what is left when the process exits.
             tracing::warn!("second signal during shutdown: not waiting for the servers to close");
             ShutdownReport { graceful: false, elapsed: Duration::ZERO }
         }

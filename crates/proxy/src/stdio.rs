@@ -182,20 +182,6 @@ impl AsyncWrite for HostStdout {
     }
 }
 
-/// Whether nobody reads our stdout any more: a pipe whose read end is closed (`POLLERR`) or a socket whose peer is
-/// gone (`POLLHUP`). An answer written there could never arrive, so calls in flight need not be waited for.
-pub(crate) fn stdout_reader_gone() -> bool {
-    let mut fd = libc::pollfd {
-        fd: libc::STDOUT_FILENO,
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: one valid `pollfd` for a count of 1; a zero timeout never blocks.
-    #[allow(unsafe_code, reason = "poll(2) has no safe std equivalent")]
-    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
-    ready == 1 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -7,23 +7,13 @@
 //! schema cannot stall a call. A schema that does not compile (invalid, or with a remote `$ref`) is reported and
 //! skipped, as the incumbent does: the server still validates.
 //!
-//! A schema in the common subset (`simple_schema.rs`) is checked by that module's walk, which reports what
-//! jsonschema would (same messages, same paths); jsonschema is compiled for it only for an instance the walk cannot
-//! settle (a bound against an integer beyond 2^53). So most processes never build jsonschema's meta-schemas.
-//!
-//! jsonschema validates every schema it compiles against its draft's meta-schema, whose validator it builds once per
-//! process on first use (~4.7 M instructions and ~0.35 MB kept for 2020-12; it has no public switch to skip that). That
-//! happens on the first call of a tool whose schema lies outside the subset, while a lazy server spawns (the proxy
-//! warms the server before compiling). Nothing builds it ahead: a warm-up thread once built it for every process, and
-//! with the subset most never need it.
-
-use std::sync::OnceLock;
+//! A validator is compiled once per tool schema and kept with the tool's entry, so a call costs one pass over its
+//! arguments. jsonschema builds its draft's meta-schema validator once per process, on the first schema it compiles.
 
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::shapes::shape;
-use crate::simple_schema::{self, Simple};
 
 /// Problems listed in one validation message; the rest are counted.
 pub const MAX_LISTED_PROBLEMS: usize = 8;
@@ -102,24 +92,18 @@ impl ArgsValidator {
         ArgsValidator::from_owned(tool, input_schema.clone())
     }
 
-    /// [`ArgsValidator::new`] for a schema the caller already owns (a subset schema is kept for an on-demand compile).
+    /// [`ArgsValidator::new`] for a schema the caller already owns.
     pub(crate) fn from_owned(tool: &str, input_schema: Value) -> ArgsValidator {
         ArgsValidator {
             tool: tool.to_string(),
             shape: shape(Some(&input_schema)),
-            checker: Checker::new(input_schema),
+            checker: Checker(compile(&input_schema)),
         }
     }
 
     /// Why the schema is not used, when it is not.
     pub fn schema_problem(&self) -> Option<&str> {
         self.checker.schema_problem()
-    }
-
-    /// Whether jsonschema has been compiled for this schema (always for one outside the common subset; for one in
-    /// it, once an instance the subset's walk cannot settle came).
-    pub fn uses_jsonschema(&self) -> bool {
-        self.checker.uses_jsonschema()
     }
 
     /// The expected parameters, as a compact shape.
@@ -204,7 +188,7 @@ pub(crate) struct OutputValidator {
 impl OutputValidator {
     pub(crate) fn new(output_schema: Value) -> OutputValidator {
         OutputValidator {
-            checker: Checker::new(output_schema),
+            checker: Checker(compile(&output_schema)),
         }
     }
 
@@ -233,58 +217,19 @@ impl OutputValidator {
     }
 }
 
-/// One schema, ready to check instances: the common subset's walk with jsonschema compiled on demand behind it, or
-/// jsonschema alone (compiled at once, so that an unusable schema is known before any call).
+/// One schema compiled, or why it cannot be used.
 #[derive(Debug)]
-enum Checker {
-    Subset {
-        simple: Simple,
-        /// The schema, for compiling jsonschema when an instance needs it.
-        schema: Value,
-        full: OnceLock<std::result::Result<jsonschema::Validator, String>>,
-    },
-    Full(std::result::Result<jsonschema::Validator, String>),
-}
+struct Checker(std::result::Result<jsonschema::Validator, String>);
 
 impl Checker {
-    fn new(schema: Value) -> Checker {
-        match simple_schema::compile(&schema) {
-            Some(simple) => Checker::Subset {
-                simple,
-                schema,
-                full: OnceLock::new(),
-            },
-            None => Checker::Full(compile(&schema)),
-        }
-    }
-
-    /// Why the schema is not used. A schema of the subset is a valid one (the differential test holds jsonschema to
-    /// that), so it has none.
+    /// Why the schema is not used.
     fn schema_problem(&self) -> Option<&str> {
-        match self {
-            Checker::Full(Err(problem)) => Some(problem),
-            Checker::Subset { .. } | Checker::Full(Ok(_)) => None,
-        }
+        self.0.as_ref().err().map(String::as_str)
     }
 
-    fn uses_jsonschema(&self) -> bool {
-        match self {
-            Checker::Subset { full, .. } => full.get().is_some(),
-            Checker::Full(_) => true,
-        }
-    }
-
-    /// jsonschema's problems with `instance` (none when the schema is unusable): found by the subset's walk, or by
-    /// jsonschema when the walk cannot settle the instance.
+    /// jsonschema's problems with `instance` (none when the schema is unusable).
     fn problems(&self, instance: &Value) -> Vec<String> {
-        let compiled = match self {
-            Checker::Subset { simple, schema, full } => match simple.check(instance) {
-                Some(found) => return listed(found),
-                None => full.get_or_init(|| compile(schema)),
-            },
-            Checker::Full(compiled) => compiled,
-        };
-        match compiled {
+        match &self.0 {
             Ok(validator) => problems(validator, instance),
             Err(_) => Vec::new(),
         }
@@ -440,39 +385,20 @@ mod tests {
     }
 
     #[test]
-    fn jsonschema_is_compiled_only_when_the_subset_cannot_settle_a_call() {
-        let subset = json!({
-            "type": "object",
-            "properties": {"text": {"type": "string"}, "n": {"type": "integer", "maximum": 5}},
-            "required": ["text"]
-        });
-        let v = ArgsValidator::new("t", &subset);
-        assert!(v.check(json!({"text": "hi", "n": 2.0}).as_object().unwrap()).is_ok());
-        let err = v
-            .check(json!({"text": 1}).as_object().unwrap())
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("- at /text: value is not of type \"string\"\n"), "{err}");
-        assert!(
-            !v.uses_jsonschema(),
-            "the subset's walk settles these calls, messages included"
+    fn integers_beyond_two_to_the_53_are_compared_exactly() {
+        let v = ArgsValidator::new(
+            "t",
+            &json!({"type": "object", "properties": {"n": {"type": "integer", "maximum": 5}}}),
         );
-        // An integer past 2^53 against a bound: jsonschema's exact arithmetic settles it.
+        assert!(v.check(json!({"n": 2.0}).as_object().unwrap()).is_ok());
         let err = v
-            .check(
-                json!({"text": "a", "n": 9_007_199_254_740_993_u64})
-                    .as_object()
-                    .unwrap(),
-            )
+            .check(json!({"n": 9_007_199_254_740_993_u64}).as_object().unwrap())
             .unwrap_err()
             .to_string();
         assert!(
             err.contains("- at /n: value is greater than the maximum of 5\n"),
             "{err}"
         );
-        assert!(v.uses_jsonschema());
-        let outside = ArgsValidator::new("t", &json!({"type": "object", "properties": {"s": {"pattern": "^a"}}}));
-        assert!(outside.uses_jsonschema());
     }
 
     #[test]

@@ -14,12 +14,12 @@ mod binary;
 mod calls;
 #[path = "all/direct.rs"]
 mod direct;
-#[path = "all/fast_path.rs"]
-mod fast_path;
 #[path = "all/forwarding.rs"]
 mod forwarding;
 #[path = "all/host_input.rs"]
 mod host_input;
+#[path = "all/host_lines.rs"]
+mod host_lines;
 #[path = "all/http_serve.rs"]
 mod http_serve;
 #[path = "all/modes.rs"]

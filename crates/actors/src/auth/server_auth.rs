@@ -115,7 +115,7 @@ pub(crate) struct AuthCore {
 }
 
 impl AuthCore {
-    /// The runtime's process options (the guardian shim for `!command` secrets); defaults before the runtime is up.
+    /// The runtime's process options (the guardian for `!command` secrets); defaults before the runtime is up.
     pub(crate) fn process(&self) -> crate::process::ProcessOptions {
         self.shared
             .get()
@@ -423,7 +423,14 @@ impl ServerAuth {
                 options.client_secret = secret;
                 options.private_key_pem = private_key;
                 options.http = Some(http);
-                options.secret_guardian = crate::transport::secret_guardian(&process);
+                // Without a guardian (it cannot start) these commands still get their parent-death signal.
+                let guardian_for = process.clone();
+                options.secret_guardian =
+                    tokio::task::spawn_blocking(move || crate::transport::secret_guardian(&guardian_for))
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                        .flatten();
                 OAuthClient::new(options).map_err(|e| auth_error(&self.name, e))
             })
             .await;

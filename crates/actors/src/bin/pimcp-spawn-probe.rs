@@ -1,13 +1,14 @@
 //! `pimcp-spawn-probe`: a test helper that connects one stdio server through pimcp's transport layer, prints
-//! `ready <pid>` on stdout and then waits forever, so a test can SIGKILL it and check that the server and its
-//! grandchildren die with it. Usage: `pimcp-spawn-probe <shim-path|none> [--env KEY=VALUE]... <program>
-//! [args...]`; a value starting with `!` is a `!command` secret, resolved at connect as the runtime does.
+//! `ready <server-pid> <guardian-pid>` on stdout (0 without a guardian) and then waits forever, so a test can SIGKILL
+//! it and check that the server and its grandchildren die with it. Usage: `pimcp-spawn-probe <guardian-path|none>
+//! [--env KEY=VALUE]... <program> [args...]`; a value starting with `!` is a `!command` secret, resolved at connect as
+//! the runtime does. The probe is its own guardian executable too (`pimcp-spawn-probe __pimcp_guardian__`).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use pimcp_actors::process::{ProcessOptions, ShimMode};
+use pimcp_actors::process::{GuardianMode, ProcessOptions};
 use pimcp_actors::transport::ConnectSpec;
 use pimcp_config::{
     AuthConfig, Availability, Lifecycle, Origin, ProtocolMode, Secret, SecretValue, ServerConfig, StdioTransport,
@@ -47,13 +48,13 @@ fn server(command: String, args: Vec<String>, env: BTreeMap<String, SecretValue>
 }
 
 fn main() {
-    pimcp_actors::process::shim_main_if_requested();
+    pimcp_actors::guardian_main_if_requested();
     let mut args = std::env::args().skip(1);
     let usage = || -> ! {
-        eprintln!("usage: pimcp-spawn-probe <shim-path|none> [--env KEY=VALUE]... <program> [args...]");
+        eprintln!("usage: pimcp-spawn-probe <guardian-path|none> [--env KEY=VALUE]... <program> [args...]");
         std::process::exit(2);
     };
-    let Some(shim) = args.next() else { usage() };
+    let Some(guardian) = args.next() else { usage() };
     let mut env = BTreeMap::new();
     let program = loop {
         match args.next() {
@@ -75,10 +76,10 @@ fn main() {
         }
     };
     let rest: Vec<String> = args.collect();
-    let shim = if shim == "none" {
-        ShimMode::Disabled
+    let guardian = if guardian == "none" {
+        GuardianMode::Disabled
     } else {
-        ShimMode::Path(PathBuf::from(shim))
+        GuardianMode::Path(PathBuf::from(guardian))
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -94,15 +95,17 @@ fn main() {
     runtime.block_on(async move {
         // Stdio only: the HTTP client is never built.
         let http = pimcp_actors::transport::SharedHttp::lazy();
+        let process = ProcessOptions {
+            guardian,
+            ..ProcessOptions::default()
+        };
+        let guardian_process = process.guardian_process.clone();
         let spec = ConnectSpec {
             server: server(program, rest, env),
             project_dir: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
             http,
             era_hint: None,
-            process: ProcessOptions {
-                shim,
-                ..ProcessOptions::default()
-            },
+            process,
             cancel: tokio_util::sync::CancellationToken::new(),
             resume_session: None,
             access_token: None,
@@ -112,7 +115,8 @@ fn main() {
         match pimcp_actors::transport::connect(spec, ()).await {
             Ok(conn) => {
                 let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "ready {}", conn.pid.unwrap_or(0));
+                let guardian = guardian_process.pid().unwrap_or(0);
+                let _ = writeln!(out, "ready {} {guardian}", conn.pid.unwrap_or(0));
                 let _ = out.flush();
                 drop(out);
                 std::future::pending::<()>().await;

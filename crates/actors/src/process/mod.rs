@@ -1,13 +1,13 @@
-//! Child processes of stdio servers: spawning in an own process group (optionally behind the guardian shim),
-//! the bounded shutdown sequence, the stderr tail, and `npx`/`npm exec` resolution.
+//! Child processes of stdio servers: spawning in an own process group watched by the runtime's guardian, the bounded
+//! shutdown sequence, the stderr tail, and `npx`/`npm exec` resolution. Every OS-specific call of the runtime goes
+//! through `sys` (Linux today; see docs/ARCHITECTURE.md for what a port needs).
 //!
 //! Invariant: a [`ChildProcess`] never leaves anything running behind it. [`ChildProcess::shutdown`] ends the
 //! leader and sweeps the group before reaping the leader (an unreaped zombie keeps the group id reserved, so the
 //! sweep can never hit a recycled group), and `Drop` kills the group when shutdown was skipped.
 
+mod guardian;
 mod npx;
-pub mod shim;
-mod standby;
 mod stderr;
 pub(crate) mod sys;
 
@@ -20,9 +20,8 @@ use std::time::Duration;
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use tokio::process::{ChildStdin, ChildStdout};
 
+pub use guardian::{GUARDIAN_ARG, Guardian, guardian_main_if_requested};
 pub use npx::{NpxResolution, resolve_npx};
-pub use shim::{SHIM_ARG, STANDBY_ARG, shim_main_if_requested};
-pub use standby::StandbySlot;
 pub use stderr::{STDERR_TAIL_BYTES, StderrTail};
 
 /// Default wait after closing stdin, and again after SIGTERM (a bounded graceful close).
@@ -31,72 +30,70 @@ pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(2);
 const KILL_WAIT: Duration = Duration::from_secs(2);
 /// Poll interval while waiting for a child to exit without reaping it.
 const EXIT_POLL: Duration = Duration::from_millis(10);
-/// Name of the dedicated shim binary looked up next to the current executable.
-pub const SHIM_BINARY: &str = "pimcp-shim";
-/// Environment variable naming the shim executable.
-pub const SHIM_ENV: &str = "PIMCP_SHIM";
-/// Environment variable that turns the standby guardian shim off when `0` (see [`StandbySlot`]).
-pub const STANDBY_ENV: &str = "PIMCP_STANDBY_SHIM";
+/// Name of the guardian binary looked up next to the current executable ([`GuardianMode::Auto`]).
+pub const GUARDIAN_BINARY: &str = "pimcp-guardian";
+/// Environment variable naming the guardian executable ([`GuardianMode::Auto`]).
+pub const GUARDIAN_ENV: &str = "PIMCP_GUARDIAN";
 /// Variables a child keeps with `inheritEnv: false`. With `inheritEnv: true` it gets pimcp's environment
 /// without pimcp's control variables ([`strip_control_env`]).
 pub const MINIMAL_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
 
-/// Which executable acts as the guardian shim.
+/// Which executable serves as the runtime's guardian (see `process::guardian`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum ShimMode {
-    /// `PIMCP_SHIM`, else `pimcp-shim` next to the current executable (or in its parent directory, which covers
-    /// test binaries in `target/*/deps`), else no shim (a warning is logged once).
+pub enum GuardianMode {
+    /// `PIMCP_GUARDIAN`, else `pimcp-guardian` next to the current executable (or in its parent directory, which
+    /// covers test binaries in `target/*/deps`), else none (a warning is logged once).
     #[default]
     Auto,
-    /// This executable (or binary); it is invoked with the hidden first argument [`SHIM_ARG`].
+    /// This executable; it is invoked with the hidden first argument [`GUARDIAN_ARG`].
     Path(PathBuf),
-    /// The current executable, which calls [`shim_main_if_requested`] first thing in `main` (e.g. `pimcp-run`).
+    /// The current executable, which calls [`guardian_main_if_requested`] first thing in `main` (e.g. `pimcp-run`).
     CurrentExe,
-    /// No shim: process group + `PR_SET_PDEATHSIG` only (grandchildren may survive a SIGKILL of pimcp).
+    /// No guardian: process groups + `PR_SET_PDEATHSIG` only (grandchildren may survive a SIGKILL of pimcp).
     Disabled,
 }
 
 /// Process settings shared by every stdio server of a runtime.
 #[derive(Clone, Debug)]
 pub struct ProcessOptions {
-    pub shim: ShimMode,
+    pub guardian: GuardianMode,
     /// Wait after closing stdin, and again after SIGTERM, before escalating.
     pub close_grace: Duration,
     /// Rewrite `npx …` / `npm exec …` to the installed package binary when it can be found.
     pub resolve_npx: bool,
     /// JSON file caching npx resolutions for 24 h; `None` = no cache file.
     pub npx_cache: Option<PathBuf>,
-    /// The standby guardian shim (see [`StandbySlot`]); `Runtime::start` gives each runtime a slot of its own.
-    pub standby: StandbySlot,
+    /// The guardian process, started on first use; `Runtime::start` gives each runtime one of its own.
+    pub guardian_process: Guardian,
 }
 
 impl Default for ProcessOptions {
     fn default() -> Self {
         ProcessOptions {
-            shim: ShimMode::Auto,
+            guardian: GuardianMode::Auto,
             close_grace: DEFAULT_CLOSE_GRACE,
             resolve_npx: true,
             npx_cache: None,
-            standby: StandbySlot::default(),
+            guardian_process: Guardian::default(),
         }
     }
 }
 
 impl ProcessOptions {
-    /// The shim executable to use, if any (see [`ShimMode`]).
-    pub fn shim_executable(&self) -> Option<PathBuf> {
-        match &self.shim {
-            ShimMode::Disabled => None,
-            ShimMode::Path(p) => Some(p.clone()),
-            ShimMode::CurrentExe => std::env::current_exe().ok(),
-            ShimMode::Auto => {
-                let found = find_shim_auto();
+    /// The guardian executable to use, if any (see [`GuardianMode`]).
+    pub fn guardian_executable(&self) -> Option<PathBuf> {
+        match &self.guardian {
+            GuardianMode::Disabled => None,
+            GuardianMode::Path(p) => Some(p.clone()),
+            GuardianMode::CurrentExe => std::env::current_exe().ok(),
+            GuardianMode::Auto => {
+                let found = find_guardian_auto();
                 if found.is_none() {
                     static WARNED: OnceLock<()> = OnceLock::new();
                     WARNED.get_or_init(|| {
                         tracing::warn!(
-                            "no `{SHIM_BINARY}` found (set {SHIM_ENV}); stdio servers run without the guardian shim, so \
-                             their grandchildren may outlive pimcp if it is killed with SIGKILL"
+                            "no `{GUARDIAN_BINARY}` found (set {GUARDIAN_ENV}); stdio servers run without a guardian, \
+                             so their grandchildren may outlive pimcp if it is killed with SIGKILL"
                         );
                     });
                 }
@@ -106,8 +103,8 @@ impl ProcessOptions {
     }
 }
 
-fn find_shim_auto() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(SHIM_ENV).filter(|p| !p.is_empty()) {
+fn find_guardian_auto() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(GUARDIAN_ENV).filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
     let exe = std::env::current_exe().ok()?;
@@ -115,7 +112,7 @@ fn find_shim_auto() -> Option<PathBuf> {
     [Some(dir), dir.parent()]
         .into_iter()
         .flatten()
-        .map(|d| d.join(SHIM_BINARY))
+        .map(|d| d.join(GUARDIAN_BINARY))
         .find(|p| is_executable(p))
 }
 
@@ -156,9 +153,8 @@ pub(crate) struct SpawnPlan {
     pub inherit_env: bool,
     /// Applied last (overrides); values may be secrets.
     pub env: Vec<(String, String)>,
-    pub shim: Option<PathBuf>,
-    /// Passed to the shim ([`shim::GRACE_ENV`]): how long leftovers of an exited server get after SIGTERM.
-    pub close_grace: Duration,
+    /// The guardian executable and the runtime's guardian process that watches the server's group.
+    pub guardian: Option<(PathBuf, Guardian)>,
 }
 
 impl std::fmt::Debug for SpawnPlan {
@@ -172,13 +168,12 @@ impl std::fmt::Debug for SpawnPlan {
                 "env_keys",
                 &self.env.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
             )
-            .field("shim", &self.shim)
-            .field("close_grace", &self.close_grace)
+            .field("guardian", &self.guardian.as_ref().map(|(exe, _)| exe))
             .finish()
     }
 }
 
-/// A spawned server: the child (shim or server) leading its own process group, plus its protocol pipes.
+/// A spawned server leading its own process group, plus its protocol pipes.
 pub(crate) struct Spawned {
     pub child: ChildProcess,
     pub stdin: ChildStdin,
@@ -187,26 +182,16 @@ pub(crate) struct Spawned {
 }
 
 impl SpawnPlan {
-    /// Spawns the process. Must run on a long-lived thread (any tokio worker): `PR_SET_PDEATHSIG` fires when
-    /// the *thread* that forked the child exits.
+    /// Spawns the server, in a new process group that the runtime's guardian watches. Must run on a long-lived thread
+    /// (any tokio worker): `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits. `Err` when the
+    /// guardian cannot be started (nothing is spawned then) or the spawn fails.
     pub fn spawn(&self) -> std::io::Result<Spawned> {
+        if let Some((exe, guardian)) = &self.guardian {
+            guardian.ensure(exe)?;
+        }
         let our_pid = std::process::id();
-        let mut cmd = match &self.shim {
-            Some(shim) => {
-                let mut c = tokio::process::Command::new(shim);
-                c.arg(SHIM_ARG)
-                    .arg(our_pid.to_string())
-                    .arg(&self.program)
-                    .args(&self.args);
-                c
-            }
-            None => {
-                let mut c = tokio::process::Command::new(&self.program);
-                c.args(&self.args);
-                c
-            }
-        };
-        cmd.current_dir(&self.cwd);
+        let mut cmd = tokio::process::Command::new(&self.program);
+        cmd.args(&self.args).current_dir(&self.cwd);
         if self.inherit_env {
             strip_control_env(cmd.as_std_mut());
         } else {
@@ -220,105 +205,64 @@ impl SpawnPlan {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        if self.shim.is_some() {
-            // After `env_clear` (`inheritEnv: false`), which would drop it.
-            cmd.env(shim::GRACE_ENV, self.close_grace.as_millis().to_string());
+        // SAFETY: runs between fork and exec; prctl, sigprocmask, sigaction and getppid are async-signal-safe and
+        // allocate nothing.
+        #[allow(
+            unsafe_code,
+            reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child"
+        )]
+        unsafe {
+            cmd.pre_exec(move || {
+                sys::set_parent_death_signal(libc::SIGKILL)?;
+                // The child inherits the spawning thread's signal mask; start it with none blocked.
+                sys::reset_signal_mask()?;
+                if sys::parent_pid() != our_pid {
+                    return Err(std::io::Error::other("parent exited during spawn"));
+                }
+                Ok(())
+            });
         }
-        // The shim arms its own parent-death signal first thing, checks that its parent is still `our_pid` (else it
-        // exits before starting anything) and resets the server's signal mask itself: it needs no hook here. Without
-        // a hook std spawns with posix_spawn (a vfork-style clone) instead of forking this whole process, whose
-        // page tables (tens of MiB resident) fork would copy and then take write faults on.
-        if self.shim.is_none() {
-            // SAFETY: runs between fork and exec; prctl, sigprocmask and getppid are async-signal-safe and allocate
-            // nothing.
-            #[allow(
-                unsafe_code,
-                reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child"
-            )]
-            unsafe {
-                cmd.pre_exec(move || {
-                    sys::set_parent_death_signal(libc::SIGKILL)?;
-                    // The child inherits the spawning thread's signal mask; start it with none blocked.
-                    sys::reset_signal_mask()?;
-                    if sys::parent_pid() != our_pid {
-                        return Err(std::io::Error::other("parent exited during spawn"));
-                    }
-                    Ok(())
-                });
-            }
-        }
-        spawn_leader(cmd, self.shim.is_some())
-    }
-
-    /// [`SpawnPlan::spawn`], through the runtime's waiting standby shim when there is one for this plan's shim (see
-    /// [`StandbySlot`]): the server then starts without a second exec.
-    pub fn spawn_with(&self, standby: &StandbySlot) -> std::io::Result<Spawned> {
-        if let Some(shim) = &self.shim
-            && let Some(spawned) = standby.start(shim, &self.standby_spec())
-        {
-            return Ok(spawned);
-        }
-        self.spawn()
-    }
-
-    /// What a standby shim needs to start this plan's server as [`SpawnPlan::spawn`] would: the environment the
-    /// server would get (ours without pimcp's control variables, or the minimal one, then the plan's variables;
-    /// never the shim's grace variable).
-    fn standby_spec(&self) -> shim::StandbySpec {
-        let mut env: Vec<(OsString, OsString)> = if self.inherit_env {
-            std::env::vars_os()
-                .filter(|(key, _)| !pimcp_config::is_control_env(key))
-                .collect()
-        } else {
-            MINIMAL_ENV
-                .iter()
-                .filter_map(|key| std::env::var_os(key).map(|v| (OsString::from(key), v)))
-                .collect()
-        };
-        for (key, value) in &self.env {
-            env.retain(|(k, _)| k.as_os_str() != std::ffi::OsStr::new(key));
-            env.push((key.into(), value.into()));
-        }
-        env.retain(|(k, _)| k.as_os_str() != std::ffi::OsStr::new(shim::GRACE_ENV));
-        shim::StandbySpec {
-            program: self.program.clone().into_os_string(),
-            args: self.args.clone(),
-            cwd: self.cwd.clone().into_os_string(),
-            env,
-            grace: self.close_grace,
-        }
+        let guardian = self.guardian.as_ref().map(|(_, guardian)| guardian.clone());
+        spawn_leader(cmd, guardian)
     }
 }
 
-/// Spawns `cmd` with piped stdio as the leader of a new process group (killed on drop).
-fn spawn_leader(mut cmd: tokio::process::Command, shimmed: bool) -> std::io::Result<Spawned> {
+/// Spawns `cmd` with piped stdio as the leader of a new process group (killed on drop), watched by `guardian`.
+fn spawn_leader(mut cmd: tokio::process::Command, guardian: Option<Guardian>) -> std::io::Result<Spawned> {
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut wrapped = CommandWrap::from(cmd);
     wrapped.wrap(ProcessGroup::leader());
     wrapped.wrap(KillOnDrop);
-    let mut child = wrapped.spawn()?;
+    let child = wrapped.spawn()?;
     let pid = child
         .id()
         .ok_or_else(|| std::io::Error::other("child exited before its pid was read"))?;
+    let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
+    // At once: the group is ours until its leader is reaped, which only `ChildProcess` does.
+    if let Some(guardian) = &guardian {
+        guardian.watch(pgid);
+    }
+    let mut child = ChildProcess {
+        child,
+        pid,
+        pgid,
+        guardian,
+        status: None,
+        gone: false,
+    };
     let stdin = child
+        .child
         .stdin()
         .take()
         .ok_or_else(|| std::io::Error::other("child stdin missing"))?;
     let stdout = child
+        .child
         .stdout()
         .take()
         .ok_or_else(|| std::io::Error::other("child stdout missing"))?;
-    let stderr = child.stderr().take();
-    let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
+    let stderr = child.child.stderr().take();
     Ok(Spawned {
-        child: ChildProcess {
-            child,
-            pid,
-            pgid,
-            shimmed,
-            status: None,
-            gone: false,
-        },
+        child,
         stdin,
         stdout,
         stderr,
@@ -338,12 +282,13 @@ pub enum ShutdownOutcome {
     Unreaped,
 }
 
-/// The direct child (the shim, or the server itself) leading its own process group.
+/// A server process leading its own process group.
 pub struct ChildProcess {
     child: Box<dyn ChildWrapper>,
     pid: u32,
     pgid: i32,
-    shimmed: bool,
+    /// Watches the group until the leader is reaped.
+    guardian: Option<Guardian>,
     status: Option<ExitStatus>,
     /// The leader can no longer be waited for (reaped, or `wait` failed): its group id may be recycled, so we must
     /// never signal the group again.
@@ -354,7 +299,7 @@ impl std::fmt::Debug for ChildProcess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ChildProcess")
             .field("pid", &self.pid)
-            .field("shimmed", &self.shimmed)
+            .field("guarded", &self.guardian.is_some())
             .field("status", &self.status)
             .finish()
     }
@@ -370,9 +315,9 @@ impl ChildProcess {
         self.pgid
     }
 
-    /// Whether the guardian shim sits between us and the server.
-    pub fn is_shimmed(&self) -> bool {
-        self.shimmed
+    /// Whether the runtime's guardian watches the server's group.
+    pub fn is_guarded(&self) -> bool {
+        self.guardian.is_some()
     }
 
     /// The exit status once reaped.
@@ -443,11 +388,13 @@ impl ChildProcess {
         let _ = sys::signal_group(self.pgid, libc::SIGKILL);
     }
 
-    /// Reaps the exited leader (bounded).
+    /// Reaps the exited leader (bounded). The guardian forgets the group first, while the unreaped leader still
+    /// reserves its id.
     async fn reap(&mut self) {
         if self.gone {
             return;
         }
+        self.release_guardian();
         match tokio::time::timeout(KILL_WAIT, self.child.wait()).await {
             Ok(Ok(status)) => {
                 self.status = Some(status);
@@ -479,6 +426,14 @@ impl ChildProcess {
     }
 }
 
+impl ChildProcess {
+    fn release_guardian(&mut self) {
+        if let Some(guardian) = self.guardian.take() {
+            guardian.release(self.pgid);
+        }
+    }
+}
+
 impl Drop for ChildProcess {
     fn drop(&mut self) {
         if !self.gone {
@@ -486,6 +441,7 @@ impl Drop for ChildProcess {
             // (kill_on_drop) in the background.
             let _ = sys::signal_group(self.pgid, libc::SIGKILL);
         }
+        self.release_guardian();
     }
 }
 
@@ -507,16 +463,16 @@ mod tests {
     }
 
     #[test]
-    fn explicit_and_disabled_shim_modes() {
+    fn explicit_and_disabled_guardian_modes() {
         let opts = ProcessOptions {
-            shim: ShimMode::Path("/x/shim".into()),
+            guardian: GuardianMode::Path("/x/guardian".into()),
             ..ProcessOptions::default()
         };
-        assert_eq!(opts.shim_executable(), Some(PathBuf::from("/x/shim")));
+        assert_eq!(opts.guardian_executable(), Some(PathBuf::from("/x/guardian")));
         let opts = ProcessOptions {
-            shim: ShimMode::Disabled,
+            guardian: GuardianMode::Disabled,
             ..ProcessOptions::default()
         };
-        assert_eq!(opts.shim_executable(), None);
+        assert_eq!(opts.guardian_executable(), None);
     }
 }

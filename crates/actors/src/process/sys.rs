@@ -2,7 +2,6 @@
 //! signal masks); each `unsafe` block is one syscall with plain integer arguments.
 
 use std::io;
-use std::time::Duration;
 
 /// `kill(-pgid, sig)`: signal every process in a group. `Ok(false)` when the group no longer exists.
 pub fn signal_group(pgid: i32, sig: i32) -> io::Result<bool> {
@@ -23,6 +22,17 @@ pub fn signal_group(pgid: i32, sig: i32) -> io::Result<bool> {
         Ok(false)
     } else {
         Err(err)
+    }
+}
+
+/// Ignores each of `signals` (`SIG_IGN`) in this process.
+pub fn ignore_signals(signals: &[i32]) {
+    for &signal in signals {
+        // SAFETY: signal(2) with SIG_IGN installs no handler and touches no memory of ours.
+        #[allow(unsafe_code, reason = "signal dispositions have no safe std equivalent")]
+        unsafe {
+            libc::signal(signal, libc::SIG_IGN);
+        }
     }
 }
 
@@ -53,49 +63,9 @@ pub fn set_parent_death_signal(_sig: i32) -> io::Result<()> {
     Ok(())
 }
 
-/// A set of signals blocked in the calling thread and collected synchronously with [`SignalSet::wait`].
-#[cfg(target_os = "linux")]
-pub struct SignalSet {
-    set: libc::sigset_t,
-}
-
-#[cfg(target_os = "linux")]
-impl SignalSet {
-    /// Blocks `signals` in the calling thread (they stay pending until [`SignalSet::wait`] takes them).
-    pub fn block(signals: &[i32]) -> io::Result<SignalSet> {
-        // SAFETY: sigset_t is a plain bitmask; sigemptyset/sigaddset initialize it in place, and
-        // pthread_sigmask reads it. No pointer outlives this function except the owned copy we return.
-        #[allow(unsafe_code, reason = "signal masks have no safe std equivalent")]
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for &sig in signals {
-                libc::sigaddset(&mut set, sig);
-            }
-            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-            if rc != 0 {
-                return Err(io::Error::from_raw_os_error(rc));
-            }
-            Ok(SignalSet { set })
-        }
-    }
-
-    /// Waits up to `timeout` for one of the blocked signals; `None` on timeout or interruption.
-    pub fn wait(&self, timeout: Duration) -> Option<i32> {
-        let ts = libc::timespec {
-            tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
-            tv_nsec: libc::c_long::from(timeout.subsec_nanos()),
-        };
-        // SAFETY: both pointers refer to live, initialized values owned by this frame or self.
-        #[allow(unsafe_code, reason = "sigtimedwait(2) has no safe std equivalent")]
-        let sig = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &ts) };
-        (sig > 0).then_some(sig)
-    }
-}
-
 /// Unblocks every signal in the calling thread (`sigprocmask(SIG_SETMASK, ∅)`). A child inherits the signal mask
-/// across `fork` and `exec` (std's spawn no longer resets it), so the guardian shim, which blocks the signals it
-/// collects, calls this in the server's `pre_exec` hook. It also resets ignored dispositions of the signals we use
+/// across `fork` and `exec` (std's spawn no longer resets it), so a server's `pre_exec` hook calls this: it starts with
+/// no signal blocked whatever the spawning thread had blocked. It also resets ignored dispositions of the signals we use
 /// (an ignored disposition survives exec too). Async-signal-safe.
 pub fn reset_signal_mask() -> io::Result<()> {
     // SAFETY: sigemptyset initializes the plain bitmask in place; sigprocmask only reads it.
@@ -139,78 +109,6 @@ fn reset_signal_dispositions() -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Sends `sig` to process `pid` only if it is (still) a member of group `pgid`. The process is pinned with a pidfd
-/// before its group is checked, so a pid recycled in between is never signalled (the signal then fails with
-/// `ESRCH`). `Ok(false)` when it is gone or not in the group. Linux ≥ 5.3.
-#[cfg(target_os = "linux")]
-pub fn signal_group_member(pid: u32, pgid: i32, sig: i32) -> io::Result<bool> {
-    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
-    let pid =
-        libc::pid_t::try_from(pid).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
-    let gone = |err: io::Error| {
-        if err.raw_os_error() == Some(libc::ESRCH) {
-            Ok(false)
-        } else {
-            Err(err)
-        }
-    };
-    // SAFETY: pidfd_open takes a pid and flags; on success it returns a new descriptor that we own from here on.
-    #[allow(unsafe_code, reason = "pidfd_open(2) has no safe std equivalent")]
-    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if raw < 0 {
-        return gone(io::Error::last_os_error());
-    }
-    let raw = i32::try_from(raw).map_err(|_| io::Error::other("pidfd out of range"))?;
-    // SAFETY: `raw` is a fresh descriptor returned by pidfd_open and owned by nobody else.
-    #[allow(unsafe_code, reason = "taking ownership of a raw descriptor")]
-    let pidfd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: getpgid takes an integer and touches no memory.
-    #[allow(unsafe_code, reason = "getpgid(2) is not exposed by std")]
-    let group = unsafe { libc::getpgid(pid) };
-    if group != pgid {
-        return Ok(false);
-    }
-    // SAFETY: a valid pidfd, a signal number, a null siginfo (kill(2) semantics) and no flags.
-    #[allow(unsafe_code, reason = "pidfd_send_signal(2) has no safe std equivalent")]
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    if rc == 0 {
-        Ok(true)
-    } else {
-        gone(io::Error::last_os_error())
-    }
-}
-
-/// Points file descriptor `fd` at `/dev/null` (used by the shim to drop its copies of the server's stdio).
-pub fn redirect_to_dev_null(fd: i32) -> io::Result<()> {
-    use std::os::fd::AsRawFd as _;
-    let null = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null")?;
-    // SAFETY: dup2 on two valid descriptors; `null` stays open for the duration of the call.
-    #[allow(unsafe_code, reason = "dup2(2) has no safe std equivalent")]
-    let rc = unsafe { libc::dup2(null.as_raw_fd(), fd) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// Our own process group (`getpgrp`).
-pub fn own_process_group() -> i32 {
-    // SAFETY: getpgrp cannot fail and touches no memory.
-    #[allow(unsafe_code, reason = "getpgrp(2) is not exposed by std")]
-    unsafe {
-        libc::getpgrp()
-    }
 }
 
 /// Whether our child `pid` has exited, without reaping it (`waitid(WNOWAIT)`): while the zombie is unreaped its

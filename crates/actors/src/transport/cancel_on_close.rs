@@ -110,8 +110,8 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for CancelOnClose<T> {
 }
 
 /// Writes `cancellations` through `transport` (all of them within [`CANCEL_WRITE_LIMIT`]; stops at the first that
-/// fails), then closes it. Shared with the fast request path's wrapper.
-pub(super) async fn cancel_then_close<T: Transport<RoleClient>>(
+/// fails), then closes it.
+async fn cancel_then_close<T: Transport<RoleClient>>(
     transport: &mut T,
     cancellations: impl IntoIterator<Item = ClientJsonRpcMessage>,
 ) -> Result<(), T::Error> {

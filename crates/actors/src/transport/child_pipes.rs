@@ -1,11 +1,11 @@
 //! The protocol pipes of a stdio server, bound to the life of the process behind them: the stream read from its
-//! stdout ends once the direct child (the guardian shim, or the server itself) has exited, or once a write to its
+//! stdout ends once the server process has exited, or once a write to its
 //! stdin failed with a broken pipe, even while another process (a grandchild) still holds stdout open.
 //!
 //! Without this, a grandchild that inherited the server's stdout keeps the pipe open after the process we spawned is
-//! gone (its shim killed, say): no end of stream ever comes, rmcp's client stays "connected", and every call fails
+//! gone (killed by hand, say): no end of stream ever comes, rmcp's client stays "connected", and every call fails
 //! writing to a stdin nobody reads. With it, the connection closes as after a crash: the server actor notices, tears
-//! the connection down (which sweeps the process group, the grandchild with it, and reaps the shim) and reconnects
+//! the connection down (which sweeps the process group, the grandchild with it, and reaps the server) and reconnects
 //! on the next call.
 //!
 //! What the pipe holds when the death is noticed is still read (a last answer written before the exit is not lost);

@@ -282,12 +282,11 @@ pub(super) async fn connect<H: ClientHandler + Clone>(
         instructions: n.instructions,
         transport: TransportKind::StreamableHttp,
         pid: None,
-        shimmed: false,
+        guarded: false,
         stderr: StderrTail::default(),
         session_id: state.current_session(),
         resumed: state.resumed(),
         child: None,
         http: Some(state),
-        fast: None,
     })
 }

@@ -8,12 +8,8 @@
 mod cancel_on_close;
 mod child_pipes;
 mod error;
-mod fast_client;
-mod fast_decode;
 mod handshake;
 mod http;
-mod lines;
-mod oversized;
 mod probe;
 mod resume;
 mod secrets;
@@ -32,10 +28,6 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 pub use error::ConnectError;
-#[cfg(test)]
-pub(crate) use fast_client::FIRST_FAST_ID;
-pub(crate) use fast_client::{FastAsk, FastCalls, FastEvent, FastRequest, LineWrite, NotBegun, finish_write};
-pub use lines::{FastDecode, LineTransport, LineWriter, MAX_LINE_LENGTH, Reject, Skip, decode_line};
 pub use probe::{ProbeFinding, probe_endpoint};
 pub use resume::SessionResume;
 pub(crate) use secrets::{resolve as resolve_secret, secret_guardian};
@@ -111,10 +103,10 @@ pub struct Connection<H: ClientHandler> {
     pub capabilities: ServerCapabilities,
     pub instructions: Option<String>,
     pub transport: TransportKind,
-    /// Pid of the direct child (the guardian shim when one is used; it leads the server's process group).
+    /// Pid of the server process (stdio; it leads the server's process group).
     pub pid: Option<u32>,
-    /// Stdio only: whether the guardian shim is in use.
-    pub shimmed: bool,
+    /// Stdio only: whether the runtime's guardian watches the server's process group.
+    pub guarded: bool,
     /// The child's stderr tail (empty for network transports).
     pub stderr: StderrTail,
     /// The `Mcp-Session-Id` right after connect (Streamable HTTP, legacy era).
@@ -123,8 +115,6 @@ pub struct Connection<H: ClientHandler> {
     pub resumed: bool,
     child: Option<ChildProcess>,
     http: Option<Arc<resume::SessionState>>,
-    /// Line-framed connections without a protocol trace: the fast request path beside rmcp.
-    fast: Option<FastCalls>,
 }
 
 impl<H: ClientHandler> std::fmt::Debug for Connection<H> {
@@ -149,12 +139,6 @@ pub enum CloseOutcome {
 }
 
 impl<H: ClientHandler> Connection<H> {
-    /// The fast request path for tool calls and resource reads (child stdio and Unix sockets without a protocol
-    /// trace; see `fast_client`).
-    pub(crate) fn fast_calls(&self) -> Option<FastCalls> {
-        self.fast.clone()
-    }
-
     /// The current `Mcp-Session-Id` (it changes when the transport re-initializes after a 404).
     pub fn current_session_id(&self) -> Option<String> {
         self.http.as_ref().and_then(|s| s.current_session())
@@ -287,18 +271,10 @@ pub async fn connect<H: ClientHandler + Clone>(spec: ConnectSpec, handler: H) ->
     if spec.cancel.is_cancelled() {
         return Err(ConnectError::Cancelled { server: name });
     }
-    // Each transport's connect future (tens of KB) is written into a box allocated first, so this poll's stack
-    // frame never holds it (resident stack pages are never released).
+    // Boxed: the three connect futures differ a lot in size, and the caller's future need not hold the largest.
     match spec.server.transport.clone() {
-        Transport::Stdio(stdio) => boxed_in_place(stdio::connect(spec, stdio, handler)).await,
-        Transport::Http(http) => boxed_in_place(http::connect(spec, http, handler)).await,
-        Transport::Socket(socket) => boxed_in_place(socket::connect(spec, socket, handler)).await,
+        Transport::Stdio(stdio) => Box::pin(stdio::connect(spec, stdio, handler)).await,
+        Transport::Http(http) => Box::pin(http::connect(spec, http, handler)).await,
+        Transport::Socket(socket) => Box::pin(socket::connect(spec, socket, handler)).await,
     }
-}
-
-/// `fut` written straight into a box allocated first, so a large future (tens of KB on the connect path) is never
-/// built on the caller's poll frame and copied (the main thread's stack pages stay resident once touched).
-#[inline(always)]
-pub(crate) fn boxed_in_place<F>(fut: F) -> std::pin::Pin<Box<F>> {
-    Box::into_pin(Box::write(Box::new_uninit(), fut))
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pimcp_config::{ResolveOptions, SecretValue};
 
 use super::ConnectError;
-use crate::process::{ProcessOptions, SHIM_ARG};
+use crate::process::ProcessOptions;
 
 /// Values that must never appear in text we show; applied to stderr tails and error messages.
 #[derive(Clone, Default)]
@@ -37,8 +37,8 @@ impl Redactor {
     }
 }
 
-/// Resolves one secret-capable value; `!command`s run on a blocking thread (they may take up to 10 s) behind the
-/// guardian shim when there is one, so they never outlive pimcp. Dropping the future (the connect was cancelled or
+/// Resolves one secret-capable value; `!command`s run on a blocking thread (they may take up to 10 s) with their
+/// process group watched by the runtime's guardian when there is one, so they never outlive pimcp. Dropping the future (the connect was cancelled or
 /// timed out, the runtime shuts down) kills the command's process group at once.
 /// `context` names the field in errors (`env.API_KEY`, `headers.Authorization`); a command runs in `cwd` (the
 /// server's working directory: its `cwd`, else the project directory).
@@ -55,13 +55,17 @@ pub(crate) async fn resolve(
             let value = value.clone();
             let ctx = context.clone();
             let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
-            let options = ResolveOptions {
-                guardian: secret_guardian(process),
+            let process = process.clone();
+            let mut options = ResolveOptions {
                 cancel: Some(cancel.0.clone()),
                 cwd: Some(cwd.to_path_buf()),
                 ..ResolveOptions::default()
             };
-            let joined = tokio::task::spawn_blocking(move || value.resolve_with(&ctx, &options)).await;
+            let joined = tokio::task::spawn_blocking(move || {
+                options.guardian = secret_guardian(&process)?;
+                value.resolve_with(&ctx, &options)
+            })
+            .await;
             drop(cancel);
             match joined {
                 Ok(Ok(secret)) => Ok(secret.expose().to_owned()),
@@ -78,16 +82,22 @@ pub(crate) async fn resolve(
     }
 }
 
-/// The guardian shim command line `!command` secrets run behind (`<shim> __pimcp_shim__ <pid>`), when there is a
-/// shim.
-pub(crate) fn secret_guardian(process: &ProcessOptions) -> Option<Vec<std::ffi::OsString>> {
-    process.shim_executable().map(|shim| {
-        vec![
-            shim.into_os_string(),
-            SHIM_ARG.into(),
-            std::process::id().to_string().into(),
-        ]
-    })
+/// The runtime's guardian, started if needed, to watch `!command` secrets (`None` without one). Blocking: it may
+/// wait for the guardian process to start.
+pub(crate) fn secret_guardian(
+    process: &ProcessOptions,
+) -> Result<Option<Arc<dyn pimcp_config::GroupWatch>>, pimcp_config::SecretError> {
+    let Some(exe) = process.guardian_executable() else {
+        return Ok(None);
+    };
+    process
+        .guardian_process
+        .ensure(&exe)
+        .map_err(|e| pimcp_config::SecretError::Spawn {
+            context: "the guardian".into(),
+            reason: e.to_string(),
+        })?;
+    Ok(Some(Arc::new(process.guardian_process.clone())))
 }
 
 /// Stops a running `!command` when its resolution is dropped.

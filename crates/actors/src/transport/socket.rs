@@ -4,7 +4,6 @@ use pimcp_config::SocketTransport;
 use rmcp::{ClientHandler, ClientServiceExt as _};
 use tokio::time::Instant;
 
-use super::fast_client::{FastLink, fast_client};
 use super::handshake::{self, Abort};
 use super::{ConnectError, ConnectSpec, Connection, TransportKind};
 use crate::process::StderrTail;
@@ -43,9 +42,7 @@ pub(super) async fn connect<H: ClientHandler>(
             }
         })?;
     let (read, write) = stream.into_split();
-    let lines = super::LineTransport::<rmcp::RoleClient, _, _>::new(read, write).named(&name);
-    let writer = lines.writer();
-    let (lines, fast) = fast_client(lines, writer, &name);
+    let lines = rmcp::transport::async_rw::AsyncRwTransport::new_client(read, write);
     let lifecycle = handshake::lifecycle(spec.server.protocol, spec.era_hint);
     let client = handshake::bounded(
         deadline,
@@ -69,11 +66,6 @@ pub(super) async fn connect<H: ClientHandler>(
             stderr: String::new(),
         });
     };
-    // The trace records what passes through the transport stack; fast requests bypass it.
-    let fast = spec.trace.is_none().then(|| {
-        let meta = FastLink::meta_of(&client);
-        fast.ready(meta)
-    });
     Ok(Connection {
         client,
         era: n.era,
@@ -83,12 +75,11 @@ pub(super) async fn connect<H: ClientHandler>(
         instructions: n.instructions,
         transport: TransportKind::UnixSocket,
         pid: None,
-        shimmed: false,
+        guarded: false,
         stderr: StderrTail::default(),
         session_id: None,
         resumed: false,
         child: None,
         http: None,
-        fast,
     })
 }

@@ -311,13 +311,12 @@ pub(super) async fn connect<H: ClientHandler>(
         instructions: n.instructions,
         transport: TransportKind::LegacySse,
         pid: None,
-        shimmed: false,
+        guarded: false,
         stderr: StderrTail::default(),
         session_id: None,
         resumed: false,
         child: None,
         http: None,
-        fast: None,
     })
 }
 

@@ -1,5 +1,5 @@
 //! stdio transport: prepare the child's environment (secrets, cwd, npx), spawn it in its own process group behind
-//! the guardian shim, and run the handshake over its stdin/stdout (bound to the child's life, see `child_pipes`)
+//! the runtime's guardian, and run the handshake over its stdin/stdout (bound to the child's life, see `child_pipes`)
 //! while watching for an early exit.
 
 use std::path::PathBuf;
@@ -10,10 +10,9 @@ use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt as _};
 use tokio::time::Instant;
 
 use super::cancel_on_close::CancelOnClose;
-use super::fast_client::{FastLink, fast_client};
 use super::handshake::{self, Abort};
 use super::secrets::{self, Redactor};
-use super::{ConnectError, ConnectSpec, Connection, TransportKind, boxed_in_place};
+use super::{ConnectError, ConnectSpec, Connection, TransportKind};
 use crate::process::{self, SpawnPlan, StderrTail};
 
 /// After a failed handshake, how long we wait to see whether the child exited (to report its exit code).
@@ -88,22 +87,22 @@ pub(super) async fn connect<H: ClientHandler + Clone>(
         cwd,
         inherit_env: stdio.inherit_env,
         env,
-        shim: spec.process.shim_executable(),
-        close_grace: spec.process.close_grace,
+        guardian: spec
+            .process
+            .guardian_executable()
+            .map(|exe| (exe, spec.process.guardian_process.clone())),
     };
     let lifecycle = handshake::lifecycle(spec.server.protocol, spec.era_hint);
     let is_auto = matches!(lifecycle, ClientLifecycleMode::Auto { .. });
     let discover_only = matches!(lifecycle, ClientLifecycleMode::Discover { .. });
-    // Each attempt's future (~20 KB, the handshake's inside it) is written into a box allocated first rather than
-    // built on this poll's stack frame (resident stack pages are never released).
-    let first = boxed_in_place(attempt(&spec, &plan, &redactor, handler.clone(), lifecycle, deadline));
+    let first = Box::pin(attempt(&spec, &plan, &redactor, handler.clone(), lifecycle, deadline));
     match first.await {
         // A legacy server may simply hang up on `server/discover` (rmcp-based ones exit cleanly): with `auto`, try
         // once more with `initialize` on a fresh process. The negotiated era is remembered by the caller, so this
         // costs one extra spawn per config change at most.
         Err(Failure::HungUp { .. }) if is_auto => {
             tracing::debug!(server = %name, "server hung up on server/discover; retrying with initialize");
-            let retry = boxed_in_place(attempt(
+            let retry = Box::pin(attempt(
                 &spec,
                 &plan,
                 &redactor,
@@ -157,13 +156,13 @@ async fn attempt<H: ClientHandler>(
     deadline: Instant,
 ) -> Result<Connection<H>, Failure> {
     let name = spec.server.name.clone();
-    let spawned = plan.spawn_with(&spec.process.standby).map_err(|e| {
-        let message = match &plan.shim {
-            Some(shim) if !process::is_executable(shim) => format!(
-                "cannot start the guardian shim `{}` ({e}); set {} or install `{}` next to pimcp",
-                shim.display(),
-                process::SHIM_ENV,
-                process::SHIM_BINARY
+    let spawned = plan.spawn().map_err(|e| {
+        let message = match &plan.guardian {
+            Some((exe, _)) if !process::is_executable(exe) => format!(
+                "cannot start the guardian `{}` ({e}); set {} or install `{}` next to pimcp",
+                exe.display(),
+                process::GUARDIAN_ENV,
+                process::GUARDIAN_BINARY
             ),
             _ => format!("cannot start `{}`: {e}", plan.program.display()),
         };
@@ -178,23 +177,17 @@ async fn attempt<H: ClientHandler>(
     }
     let mut child = spawned.child;
     let pid = child.pid();
-    let shimmed = child.is_shimmed();
-    tracing::debug!(server = %name, pid, shimmed, "spawned stdio server");
+    let guarded = child.is_guarded();
+    tracing::debug!(server = %name, pid, guarded, "spawned stdio server");
 
     // Bound to the child's life: the stream ends when it exits, whoever else holds its stdout.
     let (stdout, stdin) = super::child_pipes::bind(&name, pid, spawned.stdout, spawned.stdin);
-    let lines = super::LineTransport::<rmcp::RoleClient, _, _>::new(stdout, stdin).named(&name);
-    let writer = lines.writer();
-    let (lines, fast) = fast_client(lines, writer, &name);
+    let lines = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin);
     // Outside the trace, so the cancellations sent at close are traced too.
     let transport = CancelOnClose::new(crate::trace::traced(lines, spec.trace.as_ref(), TransportKind::Stdio));
-    // The handshake runs as a task of its own: its polls (rmcp's `serve_inner` alone has a 64 KB frame) start at the
-    // scheduler's depth instead of below this connect chain's frames, so the deepest stack a session touches is
-    // shallower (the main thread's stack pages stay resident once touched). Its future (~29 KB) goes straight into
-    // a box, never onto this frame. Dropping the guard aborts the task (timeout, cancel, exit).
-    let mut handshake = AbortOnDrop(tokio::spawn(boxed_in_place(
-        handler.serve_with_lifecycle(transport, lifecycle),
-    )));
+    // The handshake runs as a task of its own, raced below against the child's exit, the deadline and cancellation.
+    // Dropping the guard aborts the task (timeout, cancel, exit).
+    let mut handshake = AbortOnDrop(tokio::spawn(handler.serve_with_lifecycle(transport, lifecycle)));
     enum Step<T> {
         Done(T),
         /// The handshake task panicked.
@@ -216,11 +209,6 @@ async fn attempt<H: ClientHandler>(
     drop(handshake);
     match step {
         Step::Done(Ok(client)) => {
-            // The trace records what passes through the transport stack; fast requests bypass it.
-            let fast = spec.trace.is_none().then(|| {
-                let meta = FastLink::meta_of(&client);
-                fast.ready(meta)
-            });
             let Some(n) = handshake::negotiated(&client) else {
                 child.kill_now().await;
                 return Err(Failure::Error(ConnectError::Protocol {
@@ -238,13 +226,12 @@ async fn attempt<H: ClientHandler>(
                 instructions: n.instructions,
                 transport: TransportKind::Stdio,
                 pid: Some(pid),
-                shimmed,
+                guarded,
                 stderr: tail,
                 session_id: None,
                 resumed: false,
                 child: Some(child),
                 http: None,
-                fast,
             })
         }
         Step::Done(Err(error)) => {

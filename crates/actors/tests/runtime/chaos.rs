@@ -739,11 +739,11 @@ async fn stray_stdout_before_initialize_is_dropped_and_the_server_connects() {
     assert!(failed.is_empty(), "servers with a stray line failed: {failed:#?}");
 }
 
-/// SIGKILL of the guardian shim of a server whose grandchild holds the protocol stdout (so the stream never ends by
-/// itself, and the server's stdin has no reader left): the death is noticed, the server restarts, the next call
-/// succeeds, and nothing of the old generation is left (the shim is reaped, the grandchild killed).
+/// SIGKILL of a server whose grandchild holds the protocol stdout (so the stream never ends by itself, and the
+/// server's stdin has no reader left): the death is noticed, the server restarts, the next call succeeds, and nothing
+/// of the old generation is left (the server is reaped, the grandchild killed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_guardian_shim_is_noticed_and_the_server_restarts() {
+async fn a_killed_server_whose_grandchild_holds_stdout_is_noticed_and_restarts() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("fx.pid");
     let gc_file = dir.path().join("fx.gc");
@@ -759,14 +759,13 @@ async fn a_killed_guardian_shim_is_noticed_and_the_server_restarts() {
         .await
         .unwrap();
     assert_eq!(out.text(), "one");
-    let shim = rt.status().server("fx").unwrap().pid.unwrap();
-    let server = read_pid(&pid_file).unwrap();
+    let server = rt.status().server("fx").unwrap().pid.unwrap();
+    assert_eq!(read_pid(&pid_file), Some(server));
     let grandchild = read_pid(&gc_file).unwrap();
-    assert_ne!(shim, server, "the server runs behind the guardian shim");
     while events.try_recv().is_ok() {}
 
     let killed = std::process::Command::new("kill")
-        .args(["-KILL", &shim.to_string()])
+        .args(["-KILL", &server.to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
@@ -785,14 +784,14 @@ async fn a_killed_guardian_shim_is_noticed_and_the_server_restarts() {
         }
         assert!(
             Instant::now() < deadline,
-            "no call succeeded after the shim was killed: {errors:?}"
+            "no call succeeded after the server was killed: {errors:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let st = rt.status();
     let s = st.server("fx").unwrap();
     assert_eq!(s.state, ServerState::Ready);
-    assert_ne!(s.pid, Some(shim), "the server was not restarted");
+    assert_ne!(s.pid, Some(server), "the server was not restarted");
     let mut left_ready = false;
     while let Ok(e) = events.try_recv() {
         if let RuntimeEvent::State { server, state, .. } = e
@@ -802,16 +801,16 @@ async fn a_killed_guardian_shim_is_noticed_and_the_server_restarts() {
             left_ready = true;
         }
     }
-    assert!(left_ready, "the server never left `ready` after its shim died");
+    assert!(left_ready, "the server never left `ready` after it died");
     wait_until(
-        "the old shim reaped, its server and grandchild gone",
+        "the old server reaped, its grandchild gone",
         Duration::from_secs(15),
-        || [shim, server, grandchild].iter().all(|p| !pid_alive(*p)),
+        || [server, grandchild].iter().all(|p| !pid_alive(*p)),
     )
     .await;
     assert!(
-        !std::path::Path::new(&format!("/proc/{shim}")).exists(),
-        "the killed shim was never reaped"
+        !std::path::Path::new(&format!("/proc/{server}")).exists(),
+        "the killed server was never reaped"
     );
     rt.shutdown(Duration::from_secs(10)).await;
 }

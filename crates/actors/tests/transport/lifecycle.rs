@@ -1,8 +1,9 @@
 //! Process lifecycle: the stderr tail, bounded close (stdin EOF → SIGTERM → SIGKILL), grandchildren, and the
-//! guardian shim when pimcp itself is SIGKILLed.
+//! runtime's guardian when pimcp itself is SIGKILLed.
 
 use std::io::BufRead as _;
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use pimcp_actors::process::{STDERR_TAIL_BYTES, ShutdownOutcome};
@@ -54,7 +55,7 @@ async fn close_reaps_the_server_and_its_grandchild() {
         eventually(Duration::from_secs(5), || is_dead(pid) && is_dead(gc)).await,
         "server {pid} or grandchild {gc} alive"
     );
-    // Our direct child (the shim) was reaped, not left as a zombie.
+    // The server was reaped, not left as a zombie.
     assert!(
         eventually(Duration::from_secs(5), || proc_state(direct).is_none()).await,
         "{direct} not reaped"
@@ -62,11 +63,11 @@ async fn close_reaps_the_server_and_its_grandchild() {
 }
 
 #[tokio::test]
-async fn close_without_the_shim_also_sweeps_the_group() {
+async fn close_without_a_guardian_also_sweeps_the_group() {
     let dir = tempfile::tempdir().unwrap();
     let (pid_file, gc_file) = (dir.path().join("pid"), dir.path().join("gc"));
     let server = stdio_server(
-        "family-noshim",
+        "family-unguarded",
         &[
             "--pid-file",
             pid_file.to_str().unwrap(),
@@ -75,9 +76,9 @@ async fn close_without_the_shim_also_sweeps_the_group() {
         ],
     );
     let mut s = spec(server, dir.path());
-    s.process.shim = pimcp_actors::process::ShimMode::Disabled;
+    s.process.guardian = pimcp_actors::process::GuardianMode::Disabled;
     let conn = pimcp_actors::transport::connect(s, ()).await.unwrap();
-    assert!(!conn.shimmed);
+    assert!(!conn.guarded);
     let (pid, gc) = (read_pid(&pid_file).await, read_pid(&gc_file).await);
     assert_eq!(conn.pid, Some(pid));
     conn.close(Duration::from_secs(2)).await;
@@ -108,15 +109,22 @@ async fn a_server_ignoring_sigterm_is_killed_within_the_bound() {
     );
 }
 
-/// Starts `pimcp-spawn-probe` (our transport layer in its own process) on the fixture and returns it with the
-/// server's and grandchild's pid files and the pid of its direct child (the shim, or the server) once it is connected.
-fn start_probe(
-    shim: &str,
-    dir: &std::path::Path,
-) -> (std::process::Child, std::path::PathBuf, std::path::PathBuf, u32) {
+/// A probe (our transport layer in its own process) connected to the fixture with its grandchild.
+struct Probe {
+    child: std::process::Child,
+    pid_file: PathBuf,
+    gc_file: PathBuf,
+    /// The server process.
+    server: u32,
+    /// The guardian process (0 without one).
+    guardian: u32,
+}
+
+/// Starts `pimcp-spawn-probe` on the fixture (with `guardian`: a path, or `none`) and waits until it is connected.
+fn start_probe(guardian: &str, dir: &std::path::Path) -> Probe {
     let (pid_file, gc_file) = (dir.join("pid"), dir.join("gc"));
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pimcp-spawn-probe"))
-        .arg(shim)
+        .arg(guardian)
         .arg(fixture())
         .args([
             "--pid-file",
@@ -132,27 +140,68 @@ fn start_probe(
     std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let direct = line
+    let pids: Vec<u32> = line
         .strip_prefix("ready ")
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("probe said {line:?}"));
-    (child, pid_file, gc_file, direct)
+        .map(|p| p.split_whitespace().filter_map(|n| n.parse().ok()).collect())
+        .unwrap_or_default();
+    let [server, guardian] = pids[..] else {
+        panic!("probe said {line:?}")
+    };
+    Probe {
+        child,
+        pid_file,
+        gc_file,
+        server,
+        guardian,
+    }
+}
+
+/// The guardian processes among the children of `parent` (`/proc/*/stat` and `cmdline`).
+fn guardians_of(parent: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1).map(str::to_owned))
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let guardian = cmdline.split(|b| *b == 0).nth(1) == Some(pimcp_actors::GUARDIAN_ARG.as_bytes());
+        if ppid == Some(parent) && guardian && !is_dead(pid) {
+            found.push(pid);
+        }
+    }
+    found
 }
 
 #[tokio::test]
-async fn when_pimcp_is_sigkilled_the_shim_kills_server_and_grandchild() {
+async fn when_pimcp_is_sigkilled_the_guardian_kills_server_and_grandchild() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut probe, pid_file, gc_file, _) = start_probe(shim().to_str().unwrap(), dir.path());
-    let (pid, gc) = (read_pid(&pid_file).await, read_pid(&gc_file).await);
-    assert!(!is_dead(pid) && !is_dead(gc));
-    probe.kill().unwrap(); // SIGKILL
-    probe.wait().unwrap();
-    let gone = eventually(Duration::from_secs(2), || is_dead(pid) && is_dead(gc)).await;
+    let mut probe = start_probe(guardian().to_str().unwrap(), dir.path());
+    let (pid, gc) = (read_pid(&probe.pid_file).await, read_pid(&probe.gc_file).await);
+    assert_eq!(pid, probe.server, "the server is our direct child");
+    assert!(!is_dead(pid) && !is_dead(gc) && !is_dead(probe.guardian));
+    probe.child.kill().unwrap(); // SIGKILL
+    probe.child.wait().unwrap();
+    let gone = eventually(Duration::from_secs(2), || {
+        is_dead(pid) && is_dead(gc) && is_dead(probe.guardian)
+    })
+    .await;
     if !gone {
         kill_pid(pid);
         kill_pid(gc);
+        kill_pid(probe.guardian);
     }
-    assert!(gone, "server {pid} or grandchild {gc} survived pimcp's SIGKILL");
+    assert!(
+        gone,
+        "server {pid}, grandchild {gc} or guardian {} survived pimcp's SIGKILL",
+        probe.guardian
+    );
 }
 
 /// Sends `signal` (a `kill` option such as `-STOP`) to `pid`.
@@ -164,45 +213,76 @@ fn send_signal(pid: u32, signal: &str) {
     assert!(status.success(), "kill {signal} {pid}");
 }
 
-/// The race behind orphaned grandchildren: pimcp is SIGKILLed, the server sees stdin EOF and exits, and the shim
-/// only looks afterwards (here: it is stopped until then). It must still see that its parent is gone and kill the
-/// group, instead of returning the server's exit code.
+/// The race behind orphaned grandchildren: pimcp is SIGKILLed, the server sees stdin EOF and exits, and only then
+/// does the guardian run (here: it is stopped until then). The grandchild, which ignores EOF, still holds the
+/// group, and the guardian kills it.
 #[tokio::test]
-async fn the_shim_kills_the_grandchild_when_the_server_exited_before_it_saw_pimcp_die() {
+async fn the_guardian_kills_the_grandchild_when_the_server_exited_first() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut probe, pid_file, gc_file, shim_pid) = start_probe(shim().to_str().unwrap(), dir.path());
-    let (pid, gc) = (read_pid(&pid_file).await, read_pid(&gc_file).await);
-    assert_ne!(shim_pid, pid, "the probe should run the fixture behind the shim");
-    // A member of the shim's group whose parent (this test) is outside it keeps the group from becoming orphaned
-    // when the probe dies: an orphaned group with a stopped member gets SIGHUP + SIGCONT from the kernel, which
-    // would kill the grandchild and wake the shim early.
+    let mut probe = start_probe(guardian().to_str().unwrap(), dir.path());
+    let (pid, gc) = (read_pid(&probe.pid_file).await, read_pid(&probe.gc_file).await);
+    let guardian = probe.guardian;
+    // A member of the guardian's group whose parent (this test) is outside it keeps that group from becoming
+    // orphaned when the probe dies: an orphaned group with a stopped member gets SIGHUP + SIGCONT from the kernel,
+    // which would wake the guardian early.
     let mut anchor = std::process::Command::new("sleep")
         .arg("1000")
-        .process_group(i32::try_from(shim_pid).unwrap())
+        .process_group(i32::try_from(guardian).unwrap())
         .spawn()
         .unwrap();
-    send_signal(shim_pid, "-STOP");
-    probe.kill().unwrap(); // SIGKILL
-    probe.wait().unwrap();
-    // The fixture exits on stdin EOF (its death signal is tied to the stopped shim, not to the probe).
+    send_signal(guardian, "-STOP");
+    probe.child.kill().unwrap(); // SIGKILL
+    probe.child.wait().unwrap();
+    // The fixture dies (stdin EOF, and its parent-death signal); the grandchild ignores both.
     let server_exited = eventually(Duration::from_secs(10), || is_dead(pid)).await;
     let gc_alive_meanwhile = !is_dead(gc);
-    send_signal(shim_pid, "-CONT");
-    let gone = eventually(Duration::from_secs(2), || is_dead(gc) && is_dead(shim_pid)).await;
+    send_signal(guardian, "-CONT");
+    let gone = eventually(Duration::from_secs(2), || is_dead(gc) && is_dead(guardian)).await;
     if !gone {
         kill_pid(gc);
-        kill_pid(shim_pid);
-        let _ = anchor.kill();
+        kill_pid(guardian);
     }
-    // The anchor was in the group too: killed by the shim's killpg.
-    let anchor_status = anchor.wait().unwrap();
-    assert!(server_exited, "server {pid} did not exit on stdin EOF");
+    let _ = anchor.kill();
+    let _ = anchor.wait();
+    assert!(server_exited, "server {pid} did not exit");
     assert!(
         gc_alive_meanwhile,
-        "grandchild {gc} died before the shim ran (the race was not set up)"
+        "grandchild {gc} died before the guardian ran (the race was not set up)"
     );
-    assert!(gone, "grandchild {gc} or shim {shim_pid} survived pimcp's SIGKILL");
-    assert_eq!(anchor_status.signal(), Some(9), "{anchor_status:?}");
+    assert!(gone, "grandchild {gc} or guardian {guardian} survived pimcp's SIGKILL");
+}
+
+/// A guardian killed while pimcp lives is replaced at once, and the new one knows the running server's group.
+#[tokio::test]
+async fn a_killed_guardian_is_replaced_and_still_guards_the_running_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut probe = start_probe(guardian().to_str().unwrap(), dir.path());
+    let (pid, gc) = (read_pid(&probe.pid_file).await, read_pid(&probe.gc_file).await);
+    let first = probe.guardian;
+    kill_pid(first);
+    let probe_pid = probe.child.id();
+    let mut second = None;
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            second = guardians_of(probe_pid).into_iter().find(|&g| g != first);
+            second.is_some()
+        })
+        .await,
+        "no guardian replaced {first}"
+    );
+    let second = second.unwrap();
+    probe.child.kill().unwrap();
+    probe.child.wait().unwrap();
+    let gone = eventually(Duration::from_secs(2), || {
+        is_dead(pid) && is_dead(gc) && is_dead(second)
+    })
+    .await;
+    if !gone {
+        kill_pid(pid);
+        kill_pid(gc);
+        kill_pid(second);
+    }
+    assert!(gone, "server {pid}, grandchild {gc} or guardian {second} survived");
 }
 
 /// `SigBlk` / `SigIgn` of a live process, from `/proc/<pid>/status`.
@@ -216,10 +296,10 @@ fn signal_masks(pid: u32) -> (u64, u64) {
 }
 
 #[tokio::test]
-async fn servers_start_with_the_shims_signals_unblocked_and_sigterm_reaches_them() {
-    // The shim blocks these to collect them with sigtimedwait; a server must not inherit that mask.
-    let shim_signals: u64 = [1_u32, 2, 10, 15, 17].iter().map(|s| 1_u64 << (s - 1)).sum(); // HUP INT USR1 TERM CHLD
-    for shimmed in [true, false] {
+async fn servers_start_with_no_signal_blocked_or_ignored_and_sigterm_reaches_them() {
+    // A server must not inherit a mask or an ignored disposition of the thread that spawned it.
+    let signals: u64 = [1_u32, 2, 10, 15, 17].iter().map(|s| 1_u64 << (s - 1)).sum(); // HUP INT USR1 TERM CHLD
+    for guarded in [true, false] {
         let dir = tempfile::tempdir().unwrap();
         let (pid_file, gc_file, log) = (dir.path().join("pid"), dir.path().join("gc"), dir.path().join("events"));
         let server = stdio_server(
@@ -235,30 +315,30 @@ async fn servers_start_with_the_shims_signals_unblocked_and_sigterm_reaches_them
             ],
         );
         let mut s = spec(server, dir.path());
-        if !shimmed {
-            s.process.shim = pimcp_actors::process::ShimMode::Disabled;
+        if !guarded {
+            s.process.guardian = pimcp_actors::process::GuardianMode::Disabled;
         }
         let conn = pimcp_actors::transport::connect(s, ()).await.unwrap();
-        assert_eq!(conn.shimmed, shimmed);
+        assert_eq!(conn.guarded, guarded);
         let (pid, gc) = (read_pid(&pid_file).await, read_pid(&gc_file).await);
         for p in [pid, gc] {
             let (blocked, ignored) = signal_masks(p);
             assert_eq!(
-                blocked & shim_signals,
+                blocked & signals,
                 0,
-                "shimmed={shimmed}: {p} starts with SigBlk {blocked:016x}"
+                "guarded={guarded}: {p} starts with SigBlk {blocked:016x}"
             );
             assert_eq!(
-                ignored & shim_signals,
+                ignored & signals,
                 0,
-                "shimmed={shimmed}: {p} starts with SigIgn {ignored:016x}"
+                "guarded={guarded}: {p} starts with SigIgn {ignored:016x}"
             );
         }
         // The fixture ignores SIGTERM by handling it: the handler must run (not stay pending behind a mask).
         let outcome = conn.close(Duration::from_millis(300)).await;
         assert_eq!(outcome, CloseOutcome::Process(ShutdownOutcome::Killed));
         let events = std::fs::read_to_string(&log).unwrap();
-        assert!(events.contains(r#""signal":"SIGTERM""#), "shimmed={shimmed}: {events}");
+        assert!(events.contains(r#""signal":"SIGTERM""#), "guarded={guarded}: {events}");
         assert!(
             eventually(Duration::from_secs(5), || is_dead(pid) && is_dead(gc)).await,
             "server {pid} or grandchild {gc} alive"
@@ -266,48 +346,16 @@ async fn servers_start_with_the_shims_signals_unblocked_and_sigterm_reaches_them
     }
 }
 
-#[test]
-fn a_shim_whose_server_exited_leaves_no_grandchild_and_reports_the_code() {
-    let dir = tempfile::tempdir().unwrap();
-    let ours = std::process::id().to_string();
-    // A grandchild that dies on SIGTERM, and one that ignores it (SIGKILL after the grace, per process).
-    // The second one writes its own pid once SIGTERM is ignored, and the server waits for that before exiting.
-    for (script, grace_ms) in [
-        (r#"sleep 1000 & echo $! > "$0"; exit 5"#, "2000"),
-        (
-            r#"sh -c 'trap "" TERM; echo $$ > "$1.tmp"; mv "$1.tmp" "$1"; exec sleep 1000' gc "$0" &
-               while [ ! -s "$0" ]; do sleep 0.01; done; exit 5"#,
-            "100",
-        ),
-    ] {
-        let gc_file = dir.path().join(format!("gc-{grace_ms}"));
-        let status = std::process::Command::new(shim())
-            .args([pimcp_actors::process::SHIM_ARG, &ours, "/bin/sh", "-c", script])
-            .arg(&gc_file)
-            .env(pimcp_actors::process::shim::GRACE_ENV, grace_ms)
-            .process_group(0)
-            .status()
-            .unwrap();
-        let gc: u32 = std::fs::read_to_string(&gc_file).unwrap().trim().parse().unwrap();
-        // The shim exits only once its group is empty: no waiting needed.
-        let dead = is_dead(gc);
-        if !dead {
-            kill_pid(gc);
-        }
-        assert_eq!(status.code(), Some(5), "{script}");
-        assert!(dead, "grandchild {gc} outlived the shim ({script})");
-    }
-}
-
 #[tokio::test]
-async fn without_the_shim_pdeathsig_still_kills_the_server() {
+async fn without_a_guardian_pdeathsig_still_kills_the_server() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut probe, pid_file, gc_file, _) = start_probe("none", dir.path());
-    let (pid, gc) = (read_pid(&pid_file).await, read_pid(&gc_file).await);
-    probe.kill().unwrap();
-    probe.wait().unwrap();
+    let mut probe = start_probe("none", dir.path());
+    assert_eq!(probe.guardian, 0);
+    let (pid, gc) = (read_pid(&probe.pid_file).await, read_pid(&probe.gc_file).await);
+    probe.child.kill().unwrap();
+    probe.child.wait().unwrap();
     let server_gone = eventually(Duration::from_secs(2), || is_dead(pid)).await;
-    // PDEATHSIG reaches only the direct child: the grandchild is why the shim exists. Clean it up.
+    // PDEATHSIG reaches only the direct child: the grandchild is why the guardian exists. Clean it up.
     kill_pid(gc);
     if !server_gone {
         kill_pid(pid);
@@ -316,43 +364,46 @@ async fn without_the_shim_pdeathsig_still_kills_the_server() {
 }
 
 #[test]
-fn the_shim_is_found_next_to_the_test_binary() {
-    // Test binaries live in target/<profile>/deps; `pimcp-shim` is built into target/<profile>.
+fn the_guardian_is_found_next_to_the_test_binary() {
+    // Test binaries live in target/<profile>/deps; `pimcp-guardian` is built into target/<profile>.
     let found = pimcp_actors::process::ProcessOptions::default()
-        .shim_executable()
-        .expect("pimcp-shim found");
-    assert_eq!(found.file_name().and_then(|f| f.to_str()), Some("pimcp-shim"));
+        .guardian_executable()
+        .expect("pimcp-guardian found");
+    assert_eq!(
+        found.file_name().and_then(|f| f.to_str()),
+        Some(pimcp_actors::GUARDIAN_BINARY)
+    );
 }
 
 #[test]
-fn the_shim_binary_refuses_to_run_by_hand() {
-    let out = std::process::Command::new(shim()).output().unwrap();
+fn the_guardian_binary_refuses_to_run_by_hand_and_ends_with_its_input() {
+    let out = std::process::Command::new(guardian()).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("started by pimcp"));
-    let out = std::process::Command::new(shim())
-        .arg(pimcp_actors::process::SHIM_ARG)
+    // In guardian mode: stdin at its end (nothing listed) is a clean exit.
+    let out = std::process::Command::new(guardian())
+        .arg(pimcp_actors::GUARDIAN_ARG)
+        .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-}
-
-#[test]
-fn the_shim_exits_with_the_server_code_and_refuses_a_dead_parent() {
-    // Parent pid given = our pid: the shim runs `sh -c 'exit 7'` and reports 7.
-    let ours = std::process::id().to_string();
-    let status = std::process::Command::new(shim())
-        .args([pimcp_actors::process::SHIM_ARG, &ours, "/bin/sh", "-c", "exit 7"])
+    assert_eq!(out.status.code(), Some(0));
+    // What it is told it kills: a group listed and never released.
+    let mut victim = std::process::Command::new("sleep")
+        .arg("1000")
         .process_group(0)
-        .status()
+        .spawn()
         .unwrap();
-    assert_eq!(status.code(), Some(7));
-    // A parent pid that is not ours: the shim starts nothing.
-    let status = std::process::Command::new(shim())
-        .args([pimcp_actors::process::SHIM_ARG, "1", "/bin/sh", "-c", "exit 7"])
-        .process_group(0)
-        .status()
+    let mut guard = std::process::Command::new(guardian())
+        .arg(pimcp_actors::GUARDIAN_ARG)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    assert_eq!(status.code(), Some(127));
+    use std::io::Write as _;
+    let mut stdin = guard.stdin.take().unwrap();
+    writeln!(stdin, "+{}", victim.id()).unwrap();
+    drop(stdin);
+    assert_eq!(guard.wait().unwrap().code(), Some(0));
+    assert_eq!(victim.wait().unwrap().signal(), Some(9));
 }
 
 /// A 2026-07-28 `subscriptions/listen` stream never ends by itself: unless the close cancels it, an rmcp server keeps

@@ -11,14 +11,14 @@ use super::support::*;
 
 /// Starts `pimcp-spawn-probe` with `--env` entries and extra environment, connecting `program args`.
 fn probe(
-    shim: &str,
+    guardian: &str,
     env: &[(&str, String)],
     extra_env: &[(&str, &str)],
     program: &str,
     args: &[&str],
 ) -> std::process::Child {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_pimcp-spawn-probe"));
-    cmd.arg(shim);
+    cmd.arg(guardian);
     for (key, value) in env {
         cmd.arg("--env").arg(format!("{key}={value}"));
     }
@@ -46,7 +46,7 @@ fn pid_writing_command(dir: &Path) -> (String, std::path::PathBuf, std::path::Pa
 async fn a_secret_command_and_its_child_die_with_a_sigkilled_pimcp() {
     let dir = tempfile::tempdir().unwrap();
     let (command, sh_file, child_file) = pid_writing_command(dir.path());
-    let mut pimcp = probe(shim().to_str().unwrap(), &[("TOK", command)], &[], &fixture(), &[]);
+    let mut pimcp = probe(guardian().to_str().unwrap(), &[("TOK", command)], &[], &fixture(), &[]);
     let (sh, child) = (read_pid(&sh_file).await, read_pid(&child_file).await);
     assert!(!is_dead(sh) && !is_dead(child));
     pimcp.kill().unwrap(); // SIGKILL, while the connect waits for the secret
@@ -106,11 +106,11 @@ fn environ(pid: u32) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn pimcp_control_variables_never_reach_a_server_or_a_secret_command() {
-    for shim_mode in [shim().to_string_lossy().into_owned(), "none".to_owned()] {
+    for guardian_mode in [guardian().to_string_lossy().into_owned(), "none".to_owned()] {
         let dir = tempfile::tempdir().unwrap();
         let pid_file = dir.path().join("server.pid");
         let mut pimcp = probe(
-            &shim_mode,
+            &guardian_mode,
             &[
                 ("OWN_VAR", "own-value".to_owned()),
                 // What the secret command saw of pimcp's token becomes the server's variable.
@@ -125,11 +125,11 @@ async fn pimcp_control_variables_never_reach_a_server_or_a_secret_command() {
         let _ = pimcp.kill();
         let _ = pimcp.wait();
         let get = |key: &str| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
-        assert_eq!(get("OWN_VAR"), Some("own-value"), "{shim_mode}");
-        assert_eq!(get("SEEN_BY_SECRET"), Some("unset"), "{shim_mode}");
+        assert_eq!(get("OWN_VAR"), Some("own-value"), "{guardian_mode}");
+        assert_eq!(get("SEEN_BY_SECRET"), Some("unset"), "{guardian_mode}");
         assert!(
             !env.iter().any(|(k, _)| k.starts_with("PIMCP_")),
-            "{shim_mode}: the server inherited {:?}",
+            "{guardian_mode}: the server inherited {:?}",
             env.iter()
                 .filter(|(k, _)| k.starts_with("PIMCP_"))
                 .map(|(k, _)| k)
@@ -137,9 +137,9 @@ async fn pimcp_control_variables_never_reach_a_server_or_a_secret_command() {
         );
         assert!(
             !env.iter().any(|(_, v)| v.contains("planted-serve-token")),
-            "{shim_mode}"
+            "{guardian_mode}"
         );
         // Everything else is inherited.
-        assert!(get("PATH").is_some(), "{shim_mode}");
+        assert!(get("PATH").is_some(), "{guardian_mode}");
     }
 }

@@ -19,12 +19,12 @@ async fn legacy_protocol_uses_initialize() {
     assert_eq!(conn.transport, TransportKind::Stdio);
     assert_eq!(conn.server_info.as_ref().map(|i| i.name.as_str()), Some("mcp-fixture"));
     assert!(conn.instructions.as_deref().unwrap_or("").contains("mcp-fixture"));
-    assert!(conn.shimmed);
+    assert!(conn.guarded);
     let me = whoami(&conn, None).await;
     assert_eq!(me["protocolVersion"], conn.protocol_version.as_str());
     assert_ne!(conn.protocol_version, "2026-07-28");
-    // The server runs behind the shim: its parent is the shim, our direct child.
-    assert_eq!(me["ppid"].as_u64(), conn.pid.map(u64::from));
+    // The server is our direct child.
+    assert_eq!(me["ppid"].as_u64(), Some(u64::from(std::process::id())));
     conn.close(Duration::from_secs(2)).await;
 }
 
@@ -351,11 +351,11 @@ async fn npx_commands_run_the_installed_package_binary() {
 }
 
 #[tokio::test]
-async fn a_missing_shim_is_a_clear_spawn_error() {
+async fn a_missing_guardian_is_a_clear_spawn_error() {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = spec(stdio_server("noshim", &[]), dir.path());
-    s.process.shim = pimcp_actors::process::ShimMode::Path(dir.path().join("no-such-shim"));
+    let mut s = spec(stdio_server("unguarded", &[]), dir.path());
+    s.process.guardian = pimcp_actors::process::GuardianMode::Path(dir.path().join("no-such-guardian"));
     let err = pimcp_actors::transport::connect(s, ()).await.unwrap_err();
     assert!(matches!(err, ConnectError::Spawn { .. }), "{err}");
-    assert!(err.to_string().contains("guardian shim"), "{err}");
+    assert!(err.to_string().contains("cannot start the guardian"), "{err}");
 }

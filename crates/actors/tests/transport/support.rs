@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pimcp_actors::process::{ProcessOptions, ShimMode};
+use pimcp_actors::process::{GuardianMode, ProcessOptions};
 use pimcp_actors::transport::{ConnectSpec, Connection};
 use pimcp_config::{
     AuthConfig, Availability, HttpTransport, Lifecycle, Origin, ProtocolMode, SecretValue, ServerConfig,
@@ -18,8 +18,8 @@ pub fn fixture() -> String {
     mcp_fixture::bin_path().to_string_lossy().into_owned()
 }
 
-pub fn shim() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_pimcp-shim"))
+pub fn guardian() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_pimcp-guardian"))
 }
 
 pub fn server(name: &str, transport: Transport) -> ServerConfig {
@@ -87,7 +87,7 @@ pub fn spec(server: ServerConfig, project_dir: &Path) -> ConnectSpec {
         http: pimcp_actors::transport::SharedHttp::lazy(),
         era_hint: None,
         process: ProcessOptions {
-            shim: ShimMode::Path(shim()),
+            guardian: GuardianMode::Path(guardian()),
             ..ProcessOptions::default()
         },
         cancel: CancellationToken::new(),

@@ -1,15 +1,11 @@
 //! `pimcp-run` with no command. Hosts start it this way and speak MCP over stdio (stdin is not a terminal): the
-//! runtime starts on one thread with `pimcp-shim` (next to `pimcp-run`, else `pimcp-run` itself) as the guardian shim
-//! and the `mcp` proxy is served until stdin closes,
+//! runtime starts on one thread with `pimcp-run` itself as its guardian and the `mcp` proxy is served until stdin
+//! closes,
 //! SIGINT or SIGTERM. A person at a terminal gets the config entry to paste into a host and a one-screen summary
 //! instead of a silent wait.
 
 use std::io::IsTerminal;
-use std::os::unix::fs::PermissionsExt as _;
-use std::path::PathBuf;
 use std::time::SystemTime;
-
-use pimcp_actors::ShimMode;
 
 use super::session::{SessionOptions, block_on, load_config, runtime_options, with_session};
 use super::{Ctx, status};
@@ -34,20 +30,11 @@ pub(crate) fn run(ctx: &Ctx) -> anyhow::Result<u8> {
 /// overhead. Blocking work (config reload, file reads) still goes to tokio's blocking pool.
 fn serve_stdio(ctx: &Ctx) -> ! {
     let config = load_config(ctx);
-    let mut options = runtime_options(ctx, config);
-    if let Some(shim) = dedicated_shim() {
-        options.process.shim = ShimMode::Path(shim);
-    }
+    let options = runtime_options(ctx, config);
     let code = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => {
             // Config files are watched and SIGHUP reloads; an invalid config keeps the running setup.
-            // The server's future is handed to `block_on` boxed, as a pointer: when it held its start and serve
-            // futures inline (~32 KB, before they were boxed in frames of their own), passing it by value took
-            // ~64 KB of the main thread's stack (this frame and `block_on`'s), under every task the runtime then
-            // polls on this thread, and those pages stay resident.
-            let served = rt.block_on(pimcp_proxy::in_own_frame(|| {
-                super::serve::run_stdio_reloading(ctx, options)
-            }));
+            let served = rt.block_on(super::serve::run_stdio_reloading(ctx, options));
             match served {
                 Ok(report) => {
                     tracing::debug!(graceful = report.graceful, elapsed = ?report.elapsed, "served");
@@ -69,21 +56,6 @@ fn serve_stdio(ctx: &Ctx) -> ! {
     std::process::exit(i32::from(code));
 }
 
-/// The small `pimcp-shim` executable when it is installed next to `pimcp-run` (or named by `PIMCP_SHIM`): each stdio
-/// server's guardian then costs about 2 MiB of memory instead of a second copy of `pimcp-run` (about 5.5 MiB).
-/// Otherwise `pimcp-run` stays its own shim.
-fn dedicated_shim() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os(pimcp_actors::process::SHIM_ENV).filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe().ok()?;
-    let shim = exe.parent()?.join(pimcp_actors::SHIM_BINARY);
-    let meta = std::fs::metadata(&shim).ok()?;
-    (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(shim)
-}
-
-/// Not inlined: its session's future would take room in `run`'s stack frame, under the stdio server's tasks.
-#[inline(never)]
 fn hint(ctx: &Ctx) -> anyhow::Result<u8> {
     err!(
         "pimcp-run fronts all your MCP servers with one `mcp` tool. Hosts (Claude Code, Cursor, Codex, Pi, Zed, VS Code, …)\n\

@@ -123,9 +123,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-/// The commands. A function of their own: with them inlined, `run`'s stack frame held the largest command's locals
-/// (~24 KB), under every task the stdio server (`launch::run`) then polls on that thread.
-#[inline(never)]
+/// The commands.
 fn run_command(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Auth(command) => auth::run(ctx, command),

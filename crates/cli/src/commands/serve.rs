@@ -133,26 +133,20 @@ async fn start(mut options: RuntimeOptions) -> anyhow::Result<(Runtime, Proxy, H
 /// The stdio MCP server with the config files watched: what `pimcp-run` with no command runs for a host.
 pub(crate) async fn run_stdio_reloading(ctx: &Ctx, options: RuntimeOptions) -> anyhow::Result<ShutdownReport> {
     exit_on_second_signal();
-    // Both futures are built in frames of their own and boxed: inline, each would take room in this future's poll
-    // frame (34 KB with `serve_stdio`'s), under every task the server then runs on this thread.
-    let (runtime, proxy, bridge, config) = pimcp_proxy::in_own_frame(|| start(options)).await?;
+    let (runtime, proxy, bridge, config) = start(options).await?;
     let reloader = crate::reload::spawn(ctx.opts.clone(), proxy.clone(), config);
-    let served = pimcp_proxy::in_own_frame(|| {
-        pimcp_proxy::serve_stdio(
-            runtime,
-            proxy,
-            bridge,
-            ServeOptions::default().with_shutdown_bound(SHUTDOWN_BOUND),
-        )
-    })
+    let served = pimcp_proxy::serve_stdio(
+        runtime,
+        proxy,
+        bridge,
+        ServeOptions::default().with_shutdown_bound(SHUTDOWN_BOUND),
+    )
     .await;
     reloader.abort();
     Ok(served?)
 }
 
 /// `pimcp-run --attach URL`: relays this process's stdio host to a running `serve` instance. Ends the process.
-/// Not inlined into the command dispatch, whose stack frame lies under the stdio server's tasks.
-#[inline(never)]
 pub(crate) fn attach(url: &str, token_file: Option<&Path>) -> anyhow::Result<u8> {
     let inline = std::env::var(TOKEN_ENV).ok();
     let token = token(inline.as_deref(), token_file)?;
@@ -172,7 +166,7 @@ pub(crate) fn attach(url: &str, token_file: Option<&Path>) -> anyhow::Result<u8>
 }
 
 /// A SIGINT/SIGTERM later than [`pimcp_proxy::SIGNAL_BURST`] after the first ends the process at once (128 + signal number), after flushing the spans already ended
-/// (at most [`crate::telemetry::EXIT_FLUSH_BOUND`]). The servers' guardian shims kill their process groups when
+/// (at most [`crate::telemetry::EXIT_FLUSH_BOUND`]). The runtime's guardian kills the servers' process groups when
 /// `pimcp-run` is gone, so no child survives.
 fn exit_on_second_signal() {
     tokio::spawn(async {

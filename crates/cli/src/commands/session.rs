@@ -1,12 +1,12 @@
 //! The in-process runtime behind the people-facing commands (`status`, `search`, `describe`, `call`, `connect`,
 //! `prompts`): load the configuration, start the actor runtime with the metadata cache in the agent directory and
-//! `pimcp-run` itself as the guardian shim, run the command (Ctrl-C interrupts it), and always shut the runtime
+//! `pimcp-run` itself as the runtime's guardian, run the command (Ctrl-C interrupts it), and always shut the runtime
 //! down within [`SHUTDOWN_BOUND`] so no server process outlives the command.
 
 use std::future::Future;
 use std::time::Duration;
 
-use pimcp_actors::{ProcessOptions, Runtime, RuntimeHandle, RuntimeOptions, ShimMode};
+use pimcp_actors::{GuardianMode, ProcessOptions, Runtime, RuntimeHandle, RuntimeOptions};
 use pimcp_config::{Availability, Config};
 use pimcp_proxy::Proxy;
 use tokio::task::JoinSet;
@@ -52,7 +52,7 @@ pub(crate) fn load_config(ctx: &Ctx) -> Config {
 pub(crate) fn runtime_options(ctx: &Ctx, config: Config) -> RuntimeOptions {
     let mut opts = RuntimeOptions::new(config, ctx.opts.agent_dir(), ctx.opts.data_dir.clone());
     opts.process = ProcessOptions {
-        shim: ShimMode::CurrentExe,
+        guardian: GuardianMode::CurrentExe,
         npx_cache: Some(ctx.opts.data_dir.join(NPX_CACHE_FILE)),
         ..ProcessOptions::default()
     };

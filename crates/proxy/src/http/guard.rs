@@ -1,7 +1,7 @@
 //! The guards in front of every HTTP route of `pimcp-run serve`, in this order: `Host` and `Origin` validation
 //! (403; DNS rebinding and cross-site pages), the bearer token (401, compared in constant time, never logged),
 //! draining after a shutdown request (503), and for MCP POSTs the body cap (413), a body that is no valid message
-//! (400 with the JSON-RPC error `host_input.rs` gives it, as on stdio), the session cap on `initialize`
+//! (400 with the JSON-RPC error `host_input.rs` gives it), the session cap on `initialize`
 //! (503) and the per-session cap on concurrent requests (429). A request that passes keeps its slot until its
 //! response body (an SSE stream for a tool call) has been sent or dropped.
 
@@ -361,9 +361,9 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
         Ok(b) => b,
         Err(_) => return too_large(guard.max_body),
     };
-    // A body rmcp cannot decode gets the JSON-RPC error it is owed, as a line on stdio does (`host_input.rs`).
-    if let Err(skip) = pimcp_actors::transport::decode_line::<rmcp::RoleServer>(&bytes)
-        && let Some(answer) = crate::host_input::reject(Some((&bytes, &skip)))
+    // A body rmcp cannot decode gets the JSON-RPC error it is owed (`host_input.rs`).
+    if let Err(skip) = crate::host_input::decode(&bytes)
+        && let Some(answer) = crate::host_input::reject(&bytes, &skip)
     {
         let mut response = Response::new(Body::from(answer));
         *response.status_mut() = StatusCode::BAD_REQUEST;

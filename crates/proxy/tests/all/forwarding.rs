@@ -34,8 +34,6 @@ async fn sampling_elicitation_and_roots_reach_a_capable_host() {
     let r = session.mcp(json!({ "tool": "fx_roots" })).await;
     assert!(text_of(&r).contains("file:///host/project"), "{}", text_of(&r));
     assert!(Probe::n(&probe.roots_asked) >= 1);
-    // rmcp's client puts a progress token on every call, and such calls stay on rmcp's path (see fast_call.rs).
-    assert_eq!(session.server.fast_calls(), 0);
     session.client.cancel().await.unwrap();
     env.shutdown().await;
 }
@@ -98,11 +96,6 @@ async fn approvals_are_asked_through_host_elicitation() {
         probe.elicitations.lock().unwrap().len(),
         asked_before,
         "allowed for the session"
-    );
-    assert_eq!(
-        session.server.fast_calls(),
-        0,
-        "rmcp's client asks for progress on every call: rmcp's path"
     );
     session.client.cancel().await.unwrap();
     env.shutdown().await;

@@ -480,9 +480,6 @@ async fn upstream_progress_reaches_the_host_that_asked_for_it() {
         .await;
     assert_eq!(text_of(&r), "quiet");
     assert!(session.probe.progress.lock().unwrap().is_empty());
-    // rmcp's client sent a progress token with each call: they took rmcp's path, which writes an answer after the
-    // progress notifications queued before it.
-    assert_eq!(session.server.fast_calls(), 0);
     session.client.cancel().await.unwrap();
     env.shutdown().await;
 }

@@ -1,12 +1,10 @@
-//! The stdio fast path for host `tools/call` ([`pimcp_proxy::serve_lines`], what `pimcp-run` serves stdin/stdout
-//! with) against the plain rmcp service loop over the same line transport: the same answers line for line, a
-//! `notifications/cancelled` that reaches the upstream, in-flight calls answered when stdin ends, and fast answers
-//! interleaved with rmcp's own messages staying whole lines.
+//! A host on raw JSON-RPC lines ([`pimcp_proxy::serve_lines`], what `pimcp-run` serves stdin/stdout with): a
+//! `notifications/cancelled` that reaches the upstream, in-flight calls answered when stdin ends, and large answers
+//! interleaved with notifications staying whole lines over small pipes.
 
 use std::collections::{HashMap, HashSet};
 
 use pimcp_proxy::ProxyServer;
-use rmcp::RoleServer;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio_util::sync::CancellationToken;
@@ -33,18 +31,11 @@ struct Host {
 }
 
 impl Host {
-    /// `fast`: `serve_lines` (pimcp-run's stdio path); otherwise rmcp's service loop over the same line transport
-    /// (the stdio path before the fast path existed).
-    fn open(server: ProxyServer, fast: bool, to_server: usize, to_host: usize) -> Host {
+    fn open(server: ProxyServer, to_server: usize, to_host: usize) -> Host {
         let (write, server_read) = tokio::io::duplex(to_server);
         let (server_write, read) = tokio::io::duplex(to_host);
         let cancel = CancellationToken::new();
-        let served = if fast {
-            tokio::spawn(pimcp_proxy::serve_lines(server, server_read, server_write, cancel))
-        } else {
-            let lines = pimcp_actors::transport::LineTransport::<RoleServer, _, _>::new(server_read, server_write);
-            tokio::spawn(pimcp_proxy::serve(server, lines, cancel))
-        };
+        let served = tokio::spawn(pimcp_proxy::serve_lines(server, server_read, server_write, cancel));
         Host {
             write: Some(write),
             read: BufReader::new(read),
@@ -120,100 +111,14 @@ fn call_line(id: u64, name: &str, arguments: Value, meta: Option<Value>) -> Stri
     json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }).to_string()
 }
 
-/// The same requests through the fast path and through rmcp's loop get the same JSON answers: results of every
-/// content kind, structured content, `isError` results with their `_meta` category, unknown tools, bad arguments,
-/// requests the fast path leaves to rmcp (a progress token, a protocol version in `_meta`), and JSON-RPC errors.
+/// A host's `notifications/cancelled` for a call cancels the upstream call, and its answer is never written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fast_and_rmcp_paths_answer_alike() {
-    let env = start(fixture_server()).await;
-    env.mcp(json!({ "connect": "fx" })).await;
-    let fast_server = env.server();
-    let plain_server = env.server();
-    let mut fast = Host::open(fast_server.clone(), true, 1 << 20, 1 << 20);
-    let mut plain = Host::open(plain_server.clone(), false, 1 << 20, 1 << 20);
-    fast.initialize().await;
-    plain.initialize().await;
-
-    let mcp = |tool: &str, args: Value| json!({ "tool": tool, "args": args });
-    let mut lines = vec![
-        call_line(10, "mcp", mcp("fx_echo", json!({ "text": "hé \"quoted\"\n" })), None),
-        call_line(11, "mcp", mcp("fx_add", json!({ "a": 2, "b": 3 })), None),
-        call_line(12, "mcp", mcp("fx_image", json!({})), None),
-        call_line(13, "mcp", mcp("fx_mixed", json!({})), None),
-        call_line(14, "mcp", mcp("fx_fail", json!({ "message": "nope" })), None),
-        call_line(15, "mcp", mcp("fx_missing", json!({})), None),
-        call_line(16, "mcp", json!({ "tool": "fx_echo", "args": "{oops" }), None),
-        call_line(17, "mcp", json!({ "search": "echo" }), None),
-        call_line(18, "fx_echo", json!({ "text": "direct" }), None),
-        call_line(19, "fx_add", json!({ "a": 1, "b": 1 }), None),
-        call_line(20, "fx_image", json!({}), None),
-        call_line(21, "fx_fail", json!({}), None),
-        call_line(22, "no_such_tool", json!({}), None),
-        call_line(23, "fx_echo", json!({ "text": 5 }), None),
-    ];
-    let fast_calls = lines.len() as u64;
-    lines.extend([
-        // Asks for progress: rmcp's path, which writes the answer after the progress queued before it.
-        call_line(
-            24,
-            "mcp",
-            mcp("fx_slow", json!({ "ms": 30, "steps": 2 })),
-            Some(json!({ "progressToken": "p-24", "other": { "k": [1] } })),
-        ),
-        call_line(25, "fx_echo", json!(null), Some(json!({ "progressToken": 25 }))),
-        // Names a protocol version in `_meta`: rmcp's per-request negotiation, so rmcp's path.
-        call_line(
-            26,
-            "fx_echo",
-            json!({ "text": "versioned" }),
-            Some(json!({ "io.modelcontextprotocol/protocolVersion": "2025-11-25" })),
-        ),
-        call_line(
-            27,
-            "fx_echo",
-            json!({ "text": "x" }),
-            Some(json!({ "io.modelcontextprotocol/protocolVersion": "1999-01-01" })),
-        ),
-        r#"{"jsonrpc":"2.0","id":28,"method":"tools/call","params":{"arguments":{}}}"#.to_owned(),
-        r#"{"jsonrpc":"2.0","id":29,"method":"tools/list"}"#.to_owned(),
-        r#"{"jsonrpc":"2.0","id":30,"method":"ping"}"#.to_owned(),
-        r#"{"jsonrpc":"2.0","id":"s-31","method":"tools/call","params":{"name":"fx_echo","arguments":{"text":"string id"}}}"#.to_owned(),
-    ]);
-    for line in &lines {
-        let id = serde_json::from_str::<Value>(line).unwrap()["id"].clone();
-        fast.send(line).await;
-        plain.send(line).await;
-        let ours = fast.answer(&id).await;
-        let theirs = plain.answer(&id).await;
-        assert_eq!(ours, theirs, "request {line}");
-    }
-    // The string-id call took the fast path too.
-    assert_eq!(fast_server.fast_calls(), fast_calls + 1);
-    assert_eq!(plain_server.fast_calls(), 0);
-    // Progress was relayed on both paths (the last report may race the answer, as on rmcp's path).
-    for host in [&fast, &plain] {
-        let progress: Vec<&Value> = host
-            .seen
-            .iter()
-            .filter(|m| m["method"] == "notifications/progress" && m["params"]["progressToken"] == "p-24")
-            .collect();
-        assert!(progress.len() >= 2, "{:?}", host.seen);
-    }
-    let fast_rest = fast.finish().await;
-    let plain_rest = plain.finish().await;
-    assert!(fast_rest.iter().all(|m| m.get("method").is_some()), "{fast_rest:?}");
-    assert!(plain_rest.iter().all(|m| m.get("method").is_some()), "{plain_rest:?}");
-    env.shutdown().await;
-}
-
-/// A host's `notifications/cancelled` for a fast call cancels the upstream call, and its answer is never written.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancelling_a_fast_call_reaches_the_upstream() {
+async fn cancelling_a_call_reaches_the_upstream() {
     let env = start(fixture_server()).await;
     env.mcp(json!({ "connect": "fx" })).await;
     let log = env.path("fx.log");
     let server = env.server();
-    let mut host = Host::open(server.clone(), true, 1 << 20, 1 << 20);
+    let mut host = Host::open(server.clone(), 1 << 20, 1 << 20);
     host.initialize().await;
     host.send(&call_line(
         5,
@@ -226,7 +131,6 @@ async fn cancelling_a_fast_call_reaches_the_upstream() {
         count_events(&log, "call", Some("slow")) == 1
     })
     .await;
-    assert_eq!(server.fast_calls(), 1);
     host.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"user"}}"#)
         .await;
     wait_until("the fixture to see the call cancelled", DEADLINE, || {
@@ -244,15 +148,15 @@ async fn cancelling_a_fast_call_reaches_the_upstream() {
     env.shutdown().await;
 }
 
-/// When the host's stdin ends with fast calls in flight, they are answered before the stream closes (rmcp's drain
-/// of its own handlers), and the session ends cleanly.
+/// When the host's stdin ends with calls in flight, they are answered before the stream closes (rmcp's drain of its
+/// handlers), and the session ends cleanly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stdin_eof_answers_fast_calls_in_flight() {
+async fn stdin_eof_answers_calls_in_flight() {
     let env = start(fixture_server()).await;
     env.mcp(json!({ "connect": "fx" })).await;
     let log = env.path("fx.log");
     let server = env.server();
-    let mut host = Host::open(server.clone(), true, 1 << 20, 1 << 20);
+    let mut host = Host::open(server.clone(), 1 << 20, 1 << 20);
     host.initialize().await;
     for id in [7, 8] {
         host.send(&call_line(
@@ -279,17 +183,16 @@ async fn stdin_eof_answers_fast_calls_in_flight() {
             "{answer}"
         );
     }
-    assert_eq!(server.fast_calls(), 2);
     assert_eq!(count_events(&log, "cancelled", Some("slow")), 0);
     env.shutdown().await;
 }
 
-/// Fast answers (large ones, over a small pipe, so every write is cut into pieces) interleaved with rmcp's answers
-/// and notifications arrive as whole lines, each request answered once; large requests arriving in pieces between
+/// Large answers (over a small pipe, so every write is cut into pieces) interleaved with other answers and
+/// notifications arrive as whole lines, each request answered once; large requests arriving in pieces between
 /// other events are read whole. The large messages stay on the host side (search pages and validation errors are
 /// made by pimcp-run itself; the upstream's messages are small).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fast_answers_and_rmcp_messages_stay_whole_lines() {
+async fn large_answers_and_notifications_stay_whole_lines() {
     let env = start(json!({ "mcpServers": { "fx": {
         "command": fixture(), "args": ["--tools", "200"], "directTools": true,
     }}}))
@@ -298,7 +201,7 @@ async fn fast_answers_and_rmcp_messages_stay_whole_lines() {
     let server = env.server();
     // Small pipes both ways: requests arrive in pieces while rmcp's loop is busy with other events, answers leave in
     // pieces while other answers and notifications wait for the lock.
-    let mut host = Host::open(server.clone(), true, 4096, 4096);
+    let mut host = Host::open(server.clone(), 4096, 4096);
     host.initialize().await;
     let big = "x".repeat(64 * 1024);
     let mut expected = HashSet::new();
@@ -308,13 +211,13 @@ async fn fast_answers_and_rmcp_messages_stay_whole_lines() {
         // A large request, refused by pimcp-run's own validation.
         batch.push_str(&call_line(id, "fx_echo", json!({ "text": i, "pad": big }), None));
         batch.push('\n');
-        // A large answer from rmcp's path.
+        // A large list.
         batch.push_str(&format!(r#"{{"jsonrpc":"2.0","id":{},"method":"tools/list"}}"#, id + 1));
         batch.push('\n');
-        // A large answer from the fast path.
+        // A large search page.
         batch.push_str(&call_line(id + 2, "mcp", json!({ "search": "a", "limit": 50 }), None));
         batch.push('\n');
-        // A call with progress (rmcp's path, progress notifications) among fast answers.
+        // A call with progress notifications among the answers.
         batch.push_str(&call_line(
             id + 3,
             "mcp",
@@ -370,7 +273,6 @@ async fn fast_answers_and_rmcp_messages_stay_whole_lines() {
         );
         assert_eq!(answers[&(id + 3)]["result"]["isError"], false, "slow {}", id + 3);
     }
-    assert_eq!(server.fast_calls(), 80, "the calls without a progress token");
     host.write = Some(writer.await.unwrap());
     host.finish().await;
     env.shutdown().await;
