@@ -1,5 +1,6 @@
 //! A client transport wrapper that, when the connection is closed, first sends `notifications/cancelled` for every
-//! request still waiting for its answer, then closes the inner transport.
+//! request still waiting for its answer, then closes the inner transport; and that drops answers to requests we never
+//! sent (or already cancelled).
 //!
 //! Why: an rmcp server (and any server that finishes in-flight work before exiting) treats stdin EOF as "finish what
 //! is running, then exit". A 2026-07-28 `subscriptions/listen` request never finishes on its own — it is a stream
@@ -87,18 +88,25 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for CancelOnClose<T> {
 
     fn receive(&mut self) -> impl Future<Output = Option<ServerJsonRpcMessage>> + Send {
         let pending = self.pending.clone();
-        let fut = self.inner.receive();
+        let inner = &mut self.inner;
         async move {
-            let message = fut.await;
-            let answered = match &message {
-                Some(JsonRpcMessage::Response(r)) => Some(&r.id),
-                Some(JsonRpcMessage::Error(e)) => e.id.as_ref(),
-                _ => None,
-            };
-            if let Some(id) = answered {
-                lock(&pending).remove(id);
+            loop {
+                let message = inner.receive().await;
+                let answered = match &message {
+                    Some(JsonRpcMessage::Response(r)) => Some(&r.id),
+                    Some(JsonRpcMessage::Error(e)) => e.id.as_ref(),
+                    _ => None,
+                };
+                if let Some(id) = answered
+                    && !lock(&pending).remove(id)
+                {
+                    // An answer to nothing we asked (a stray line before `initialize`, a late answer to a request
+                    // we cancelled): rmcp's handshake would take it for a broken initialize answer.
+                    tracing::debug!(%id, "dropping an answer to no request of ours");
+                    continue;
+                }
+                return message;
             }
-            message
         }
     }
 
