@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """Start → first call, interleaved in one run: process start to the `initialize` answer and to the first `echo` answer,
 for mcp-fixture started directly (the upstream's own start) and through each pimcp-run given (fixture lazy, no cache,
-guardian shim next to the binary as installed). Prints medians and the time each pimcp-run adds over the direct start.
+pimcp-run its own guardian, as installed). Prints medians and the time each pimcp-run adds over the direct start.
 
 Usage: firstcall.py [--runs N] [--warm] [--net] [--upstream fixture|everything] [KEY=VALUE@]PIMCP_RUN [...]   (KEY=VALUE@: an
-environment variable for that target only, e.g. PIMCP_STANDBY_SHIM=0@target/release/pimcp-run to compare with the
-standby shim off)
+environment variable for that target only, e.g. PIMCP_LOG=debug@target/release/pimcp-run)
 --warm: keep each pimcp-run's agent dir between starts (a fresh metadata cache; an untimed first start writes it),
 else a new one each start.
 --upstream everything: @modelcontextprotocol/server-everything (node) instead of mcp-fixture, as the peer benchmark

@@ -176,7 +176,7 @@ def main():
     a = ap.parse_args()
     for b in (PIMCP, FIXTURE, RELAY):
         if not os.access(b, os.X_OK):
-            sys.exit(f"missing {b}: cargo build --release -p pimcp-cli --bin pimcp-run -p pimcp-actors --bin pimcp-shim "
+            sys.exit(f"missing {b}: cargo build --release -p pimcp-cli --bin pimcp-run "
                      "-p mcp-fixture --bins")
     if a.callgrind:
         callgrind(a.callgrind)

@@ -101,7 +101,7 @@ def main():
     ap.add_argument("--servers", type=int, default=10)
     ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args()
-    fixture = os.environ.get("FIXTURE", os.path.join(REPO, "target", "release", "mcp-fixture"))
+    fixture = os.path.abspath(os.environ.get("FIXTURE", os.path.join(REPO, "target", "release", "mcp-fixture")))
     rows = [one_run(os.path.abspath(a.pimcp), fixture, a.servers) for _ in range(a.runs)]
     keys = rows[0].keys()
     med = {k: statistics.median(r[k] for r in rows) for k in keys}

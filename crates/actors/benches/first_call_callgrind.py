@@ -9,7 +9,7 @@ runtime, so the call), and the inclusive count of a few functions summed over th
 
 Usage: first_call_callgrind.py [FUNCTION ...]
 Env: PIMCP, FIXTURE (default <repo>/target/release/{pimcp-run,mcp-fixture}); build them with
-`cargo build --release -p pimcp-cli --bin pimcp-run -p pimcp-actors --bin pimcp-shim -p mcp-fixture --bins`.
+`cargo build --release -p pimcp-cli --bin pimcp-run -p mcp-fixture --bins`.
 """
 import json, os, shutil, subprocess, sys, tempfile
 

@@ -30,8 +30,6 @@ pub struct Tuning {
     pub call_retry_delays: Vec<Duration>,
     /// Grace for closing one connection (stdin close → grace → SIGTERM → SIGKILL) (default 2 s).
     pub close_grace: Duration,
-    /// How often a live connection is checked for transport death (default 100 ms).
-    pub transport_watch_interval: Duration,
     /// Supervisor restarts of a crashed ServerActor within `breaker_window` before it gives up (default 5).
     pub actor_restart_budget: usize,
     /// How long the background discovery of a connection that became ready on fresh cached metadata waits for the
@@ -65,7 +63,6 @@ impl Default for Tuning {
             list_changed_debounce: Tuning::MIN_LIST_CHANGED_DEBOUNCE,
             call_retry_delays: vec![Duration::from_millis(200), Duration::from_millis(400)],
             close_grace: Tuning::DEFAULT_CLOSE_GRACE,
-            transport_watch_interval: Duration::from_millis(100),
             actor_restart_budget: 5,
             discovery_after_calls_max: Tuning::DEFAULT_DISCOVERY_AFTER_CALLS_MAX,
         }

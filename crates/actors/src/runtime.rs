@@ -277,8 +277,6 @@ impl RuntimeHandle {
         self.check_running()?;
         let config = Arc::new(config);
         self.shared.set_config_problems(&config.problems);
-        // The AuthActor first: a restarted server's first connect must see its new URL and auth.
-        self.shared.auth.reconfigure(config.clone());
         let (tx, rx) = oneshot::channel();
         self.supervisor
             .send_message(SupMsg::Reconfigure { config, reply: tx })
@@ -576,7 +574,7 @@ impl Runtime {
             let initial = initial.clone();
             tokio::task::spawn_blocking(move || build_catalog(&config, &initial, 0))
         };
-        let auth = AuthHandle::spawn(config.clone(), &data_dir, auth).await?;
+        let auth = AuthHandle::new(&config, &data_dir, auth);
         let shared = Arc::new(Shared {
             settings: config.settings.clone(),
             project_dir: config.project_dir.clone(),

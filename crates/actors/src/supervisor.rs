@@ -1,5 +1,5 @@
-//! SupervisorActor: spawns the RouterActor and one ServerActor per configured server (room for an AuthActor),
-//! linked so their failures arrive here. ractor's default would stop the supervisor on a child failure; instead a
+//! SupervisorActor: spawns the AuthActor, the RouterActor and one ServerActor per configured server, linked so their
+//! failures arrive here. ractor's default would stop the supervisor on a child failure; instead a
 //! failed child is restarted after a jittered exponential delay (backon), and a child that keeps failing trips a
 //! crash-loop breaker and is left down with its status saying why. It also watches the wall clock for sleep/wake.
 
@@ -12,6 +12,7 @@ use ractor::concurrency::JoinHandle;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::watch;
 
+use crate::auth::AuthActor;
 use crate::catalog::{Catalog, MetadataSource, ServerMetadata};
 use crate::context::Shared;
 use crate::policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker};
@@ -25,6 +26,7 @@ pub(crate) enum SupMsg {
         server: String,
     },
     RestartRouter,
+    RestartAuth,
     /// Periodic wall-clock check.
     ClockTick,
     /// Apply a new configuration: removed servers stop, changed ones restart, unchanged ones keep running.
@@ -46,6 +48,7 @@ pub(crate) struct SupArgs {
 enum Child {
     Server(String),
     Router,
+    Auth,
 }
 
 struct Restarts {
@@ -107,6 +110,14 @@ impl SupervisorActor {
         Ok(())
     }
 
+    async fn spawn_auth(myself: &ActorRef<SupMsg>, st: &mut SupState) -> Result<(), ActorProcessingErr> {
+        let args = st.shared.auth.args(st.config.clone());
+        let (auth, _join) = Actor::spawn_linked(None, AuthActor, args, myself.get_cell()).await?;
+        st.children.insert(auth.get_id(), Child::Auth);
+        st.shared.auth.core.set_actor(auth);
+        Ok(())
+    }
+
     /// Stops a server actor politely: close its connection (bounded), then stop it. Not a failure.
     fn retire(st: &mut SupState, server: &str) {
         st.shared.lanes.remove(server);
@@ -125,6 +136,8 @@ impl SupervisorActor {
     }
 
     async fn reconfigure(myself: &ActorRef<SupMsg>, st: &mut SupState, config: Arc<Config>) {
+        // The AuthActor first: a restarted server's first connect must see its new URL and auth.
+        st.shared.auth.reconfigure(config.clone());
         let old = st.config.clone();
         st.config = config.clone();
         st.shared.set_connect_budget(&config.servers);
@@ -188,6 +201,10 @@ impl SupervisorActor {
                 tracing::error!(error = %why, "router actor failed; restarting");
                 myself.send_after(std::time::Duration::from_millis(10), || SupMsg::RestartRouter);
             }
+            Child::Auth => {
+                tracing::error!(error = %why, "auth actor failed; restarting");
+                myself.send_after(std::time::Duration::from_millis(10), || SupMsg::RestartAuth);
+            }
             Child::Server(name) => {
                 let tuning = &st.shared.tuning;
                 let r = st.restarts.entry(name.clone()).or_insert_with(|| Restarts {
@@ -241,6 +258,7 @@ impl Actor for SupervisorActor {
             clock: ClockWatch::new(SystemTime::now(), Instant::now()),
             clock_timer: None,
         };
+        Self::spawn_auth(&myself, &mut st).await?;
         Self::spawn_router(&myself, &mut st, false).await?;
         let names: Vec<String> = st.config.servers.iter().map(|s| s.name.clone()).collect();
         for name in names {
@@ -281,6 +299,11 @@ impl Actor for SupervisorActor {
             SupMsg::RestartRouter => {
                 if !st.shared.is_shutting_down() {
                     Self::spawn_router(&myself, st, true).await?;
+                }
+            }
+            SupMsg::RestartAuth => {
+                if !st.shared.is_shutting_down() {
+                    Self::spawn_auth(&myself, st).await?;
                 }
             }
             SupMsg::Reconfigure { config, reply } => {
@@ -380,6 +403,28 @@ mod tests {
         assert!(shared.server_ref("x").is_none());
         let reason = rt.status().server("x").unwrap().reason.clone().unwrap();
         assert!(reason.contains("crash loop"), "{reason}");
+        let report = rt.shutdown(Duration::from_secs(5)).await;
+        assert!(report.graceful, "{report:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_auth_actor_is_restarted_and_answers_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = pimcp_config::Config {
+            servers: vec![server("x")],
+            ..Default::default()
+        };
+        let opts = RuntimeOptions::new(config, dir.path().join("agent"), dir.path().join("data"));
+        let rt = Runtime::start(opts).await.unwrap();
+        let shared = rt.handle().shared.clone();
+        let before = shared.auth.core.actor().unwrap();
+        assert_eq!(shared.auth.servers().await.unwrap().len(), 1);
+        before.send_message(crate::auth::AuthMsg::FailForTest).unwrap();
+        wait_until("the auth actor's restart", || {
+            shared.auth.core.actor().is_some_and(|a| a.get_id() != before.get_id())
+        })
+        .await;
+        assert_eq!(shared.auth.servers().await.unwrap().len(), 1, "the new actor answers");
         let report = rt.shutdown(Duration::from_secs(5)).await;
         assert!(report.graceful, "{report:?}");
     }

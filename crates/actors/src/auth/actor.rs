@@ -43,6 +43,9 @@ pub(crate) enum AuthMsg {
     LoggedIn {
         server: String,
     },
+    /// Makes the handler fail, to exercise supervision.
+    #[cfg(test)]
+    FailForTest,
 }
 
 pub(crate) struct AuthArgs {
@@ -94,6 +97,8 @@ impl Actor for AuthActor {
         st: &mut AuthState,
     ) -> std::result::Result<(), ActorProcessingErr> {
         match msg {
+            #[cfg(test)]
+            AuthMsg::FailForTest => return Err("failing on purpose (test)".into()),
             AuthMsg::Server { server, reply } => {
                 let _ = reply.send(st.entry(&server));
             }
@@ -156,28 +161,26 @@ pub(crate) struct ConnectAuth {
     pub server: Arc<ServerAuth>,
 }
 
-/// The runtime's handle to its AuthActor (kept in [`Shared`]).
+/// The runtime's handle to its AuthActor (kept in [`Shared`]). The supervisor starts the actor (and restarts it
+/// when it fails, see `supervisor.rs`); requests go to whichever instance runs.
 #[derive(Clone)]
 pub(crate) struct AuthHandle {
-    actor: ActorRef<AuthMsg>,
     pub(crate) core: Arc<AuthCore>,
 }
 
 impl AuthHandle {
-    pub(crate) async fn spawn(config: Arc<Config>, data_dir: &Path, options: AuthOptions) -> Result<AuthHandle> {
-        let core = Arc::new(AuthCore::new(&config.settings, data_dir, options));
-        let (actor, _join) = Actor::spawn(
-            None,
-            AuthActor,
-            AuthArgs {
-                config,
-                core: core.clone(),
-            },
-        )
-        .await
-        .map_err(|e| Error::actor(format!("starting the auth actor: {e}")))?;
-        let _ = core.actor.set(actor.clone());
-        Ok(AuthHandle { actor, core })
+    pub(crate) fn new(config: &Config, data_dir: &Path, options: AuthOptions) -> AuthHandle {
+        AuthHandle {
+            core: Arc::new(AuthCore::new(&config.settings, data_dir, options)),
+        }
+    }
+
+    /// What a (re)start of the AuthActor needs: the configuration and the shared core.
+    pub(crate) fn args(&self, config: Arc<Config>) -> AuthArgs {
+        AuthArgs {
+            config,
+            core: self.core.clone(),
+        }
     }
 
     /// Lets the actor reach the server actors (to reconnect after a login).
@@ -186,16 +189,22 @@ impl AuthHandle {
     }
 
     pub(crate) fn stop(&self) {
-        self.actor.stop(Some("runtime stopping".into()));
+        if let Some(actor) = self.core.actor() {
+            actor.stop(Some("runtime stopping".into()));
+        }
     }
 
     pub(crate) fn reconfigure(&self, config: Arc<Config>) {
-        let _ = self.actor.send_message(AuthMsg::Reconfigure { config });
+        if let Some(actor) = self.core.actor() {
+            let _ = actor.send_message(AuthMsg::Reconfigure { config });
+        }
     }
 
     async fn ask<T>(&self, msg: impl FnOnce(oneshot::Sender<T>) -> AuthMsg) -> Result<T> {
         let (tx, rx) = oneshot::channel();
-        self.actor
+        self.core
+            .actor()
+            .ok_or_else(|| Error::actor("the auth actor is not running"))?
             .send_message(msg(tx))
             .map_err(|_| Error::actor("the auth actor is not running"))?;
         match tokio::time::timeout(AUTH_REPLY_TIMEOUT, rx).await {

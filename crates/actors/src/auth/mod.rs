@@ -12,7 +12,9 @@ mod server_auth;
 mod source;
 mod status;
 
-pub(crate) use actor::AuthHandle;
+#[cfg(test)]
+pub(crate) use actor::AuthMsg;
+pub(crate) use actor::{AuthActor, AuthHandle};
 pub use options::{AUTO_AUTH_WAIT, AuthOptions};
 pub use source::TokenSource;
 pub(crate) use source::send_with_bearer;

@@ -108,13 +108,26 @@ pub(crate) struct AuthCore {
     /// The last authorization problem per server (read synchronously by server actors for their status).
     errors: DashMap<String, Error>,
     flow_ids: AtomicU64,
-    /// The AuthActor, told when a login finished with nobody waiting on it.
-    pub(crate) actor: OnceLock<ActorRef<AuthMsg>>,
+    /// The running AuthActor (the supervisor sets it at each start), told when a login finished with nobody
+    /// waiting on it.
+    pub(crate) actor: std::sync::Mutex<Option<ActorRef<AuthMsg>>>,
     /// The runtime, for reconnecting a server after its login.
     pub(crate) shared: OnceLock<Weak<Shared>>,
 }
 
 impl AuthCore {
+    /// The running AuthActor, if one runs.
+    pub(crate) fn actor(&self) -> Option<ActorRef<AuthMsg>> {
+        self.actor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_actor(&self, actor: ActorRef<AuthMsg>) {
+        *self.actor.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(actor);
+    }
+
     /// The runtime's process options (the guardian for `!command` secrets); defaults before the runtime is up.
     pub(crate) fn process(&self) -> crate::process::ProcessOptions {
         self.shared
@@ -159,7 +172,7 @@ impl AuthCore {
             pending: pimcp_auth::PendingLogins::new(data_dir),
             errors: DashMap::new(),
             flow_ids: AtomicU64::new(0),
-            actor: OnceLock::new(),
+            actor: std::sync::Mutex::new(None),
             shared: OnceLock::new(),
             options,
         }
@@ -801,7 +814,7 @@ impl ServerAuth {
             };
             match self.complete(&redirect).await {
                 Ok(waiting) => {
-                    if !waiting && let Some(actor) = self.core.actor.get() {
+                    if !waiting && let Some(actor) = self.core.actor() {
                         let _ = actor.send_message(AuthMsg::LoggedIn {
                             server: self.name.clone(),
                         });

@@ -188,10 +188,9 @@ impl ServerActor {
                 spawn_watcher(
                     myself.clone(),
                     generation,
-                    peer.clone(),
+                    conn.ended(),
                     dead.clone(),
                     watch_stop.clone(),
-                    st.shared.tuning.transport_watch_interval,
                 );
                 if conn.era == Era::Stateless {
                     spawn_listener(

@@ -262,26 +262,22 @@ impl ServerActor {
     }
 }
 
-/// Watches a live connection for transport death without blocking the actor.
+/// Reports the death of a live connection (`ended`: rmcp's service loop has ended, see `transport::ended`) without
+/// blocking the actor: calls in flight fail at once through `dead`, and the actor tears the connection down.
 pub(super) fn spawn_watcher(
     me: ActorRef<ServerMsg>,
     generation: u64,
-    peer: Peer<RoleClient>,
+    ended: CancellationToken,
     dead: CancellationToken,
     stop: CancellationToken,
-    interval: Duration,
 ) {
     tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(interval) => {
-                    if peer.is_transport_closed() {
-                        dead.cancel();
-                        let _ = me.send_message(ServerMsg::TransportClosed { generation });
-                        return;
-                    }
-                }
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => {}
+            _ = ended.cancelled() => {
+                dead.cancel();
+                let _ = me.send_message(ServerMsg::TransportClosed { generation });
             }
         }
     });

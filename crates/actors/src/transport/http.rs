@@ -191,11 +191,12 @@ pub(super) async fn connect<H: ClientHandler + Clone>(
         state: state.clone(),
         auth: spec.token_source.clone(),
     };
-    let transport = crate::trace::traced(
+    let transport = super::ended::Ended::new(crate::trace::traced(
         StreamableHttpClientTransport::with_client(session_client, config),
         spec.trace.as_ref(),
         TransportKind::StreamableHttp,
-    );
+    ));
+    let ended = transport.token();
     // A session to resume proves the initialize era: skip the discover probe.
     let lifecycle = if spec.resume_session.as_ref().is_some_and(|r| r.url == http.url) {
         ClientLifecycleMode::Initialize
@@ -274,6 +275,7 @@ pub(super) async fn connect<H: ClientHandler + Clone>(
     };
     tracing::debug!(server = %name, url = %display_url(&url), era = ?n.era, resumed = state.resumed(), "connected");
     Ok(Connection {
+        ended,
         client,
         era: n.era,
         protocol_version: n.protocol_version,

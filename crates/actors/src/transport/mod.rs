@@ -7,6 +7,7 @@
 
 mod cancel_on_close;
 mod child_pipes;
+mod ended;
 mod error;
 mod handshake;
 mod http;
@@ -115,6 +116,8 @@ pub struct Connection<H: ClientHandler> {
     pub resumed: bool,
     child: Option<ChildProcess>,
     http: Option<Arc<resume::SessionState>>,
+    /// Cancelled when rmcp's service loop has ended (it closes the transport then; see `ended`).
+    ended: CancellationToken,
 }
 
 impl<H: ClientHandler> std::fmt::Debug for Connection<H> {
@@ -139,6 +142,11 @@ pub enum CloseOutcome {
 }
 
 impl<H: ClientHandler> Connection<H> {
+    /// Cancelled once rmcp's service loop for this connection has ended, whatever ended it: the connection is dead.
+    pub fn ended(&self) -> CancellationToken {
+        self.ended.clone()
+    }
+
     /// The current `Mcp-Session-Id` (it changes when the transport re-initializes after a 404).
     pub fn current_session_id(&self) -> Option<String> {
         self.http.as_ref().and_then(|s| s.current_session())

@@ -44,13 +44,16 @@ pub(super) async fn connect<H: ClientHandler>(
     let (read, write) = stream.into_split();
     let lines = rmcp::transport::async_rw::AsyncRwTransport::new_client(read, write);
     let lifecycle = handshake::lifecycle(spec.server.protocol, spec.era_hint);
+    let transport = super::ended::Ended::new(crate::trace::traced(
+        lines,
+        spec.trace.as_ref(),
+        TransportKind::UnixSocket,
+    ));
+    let ended = transport.token();
     let client = handshake::bounded(
         deadline,
         &spec.cancel,
-        handler.serve_with_lifecycle(
-            crate::trace::traced(lines, spec.trace.as_ref(), TransportKind::UnixSocket),
-            lifecycle,
-        ),
+        handler.serve_with_lifecycle(transport, lifecycle),
     )
     .await
     .map_err(abort)?
@@ -67,6 +70,7 @@ pub(super) async fn connect<H: ClientHandler>(
         });
     };
     Ok(Connection {
+        ended,
         client,
         era: n.era,
         protocol_version: n.protocol_version,

@@ -280,13 +280,16 @@ pub(super) async fn connect<H: ClientHandler>(
         rx,
         reader,
     };
+    let transport = super::ended::Ended::new(crate::trace::traced(
+        transport,
+        spec.trace.as_ref(),
+        TransportKind::LegacySse,
+    ));
+    let ended = transport.token();
     let client = handshake::bounded(
         deadline,
         &spec.cancel,
-        handler.serve_with_lifecycle(
-            crate::trace::traced(transport, spec.trace.as_ref(), TransportKind::LegacySse),
-            ClientLifecycleMode::Initialize,
-        ),
+        handler.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
     )
     .await
     .map_err(abort)?
@@ -303,6 +306,7 @@ pub(super) async fn connect<H: ClientHandler>(
         });
     };
     Ok(Connection {
+        ended,
         client,
         era: n.era,
         protocol_version: n.protocol_version,

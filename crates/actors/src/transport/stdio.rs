@@ -184,7 +184,12 @@ async fn attempt<H: ClientHandler>(
     let (stdout, stdin) = super::child_pipes::bind(&name, pid, spawned.stdout, spawned.stdin);
     let lines = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin);
     // Outside the trace, so the cancellations sent at close are traced too.
-    let transport = CancelOnClose::new(crate::trace::traced(lines, spec.trace.as_ref(), TransportKind::Stdio));
+    let transport = super::ended::Ended::new(CancelOnClose::new(crate::trace::traced(
+        lines,
+        spec.trace.as_ref(),
+        TransportKind::Stdio,
+    )));
+    let ended = transport.token();
     // The handshake runs as a task of its own, raced below against the child's exit, the deadline and cancellation.
     // Dropping the guard aborts the task (timeout, cancel, exit).
     let mut handshake = AbortOnDrop(tokio::spawn(handler.serve_with_lifecycle(transport, lifecycle)));
@@ -218,6 +223,7 @@ async fn attempt<H: ClientHandler>(
                 }));
             };
             Ok(Connection {
+                ended,
                 client,
                 era: n.era,
                 protocol_version: n.protocol_version,
