@@ -1,0 +1,268 @@
+//! Ranked lexical search: token matches (exact, stem, substring), per-field tallies, the name tiers, the gate and
+//! the bonuses, with the per-document arrays a query reuses.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use super::tokens::{name_key, normalize, tokenize};
+use super::{
+    CharsOf, FIELD_DESCRIPTION, FIELD_KEYWORDS, FIELD_NAME, FIELD_ORIGINAL, FIELD_SERVER, LEVEL_EXACT, LEVEL_STEM,
+    LEVEL_SUBSTRING, MAX_QUERY_TOKENS, MIN_STEM_CHARS, MatchKind, N_FIELDS, Prepared, STOPWORDS, Scored, SearchIndex,
+    WEIGHTS, to_u32,
+};
+
+impl SearchIndex {
+    /// Token ranking; `None` when the text has no tokens. `lenient` (suggestions) skips the name tiers.
+    pub(super) fn ranked(&self, text: &str, server: Option<&str>, lenient: bool) -> Option<Vec<Scored>> {
+        let q = normalize(text);
+        let mut tokens: Vec<String> = Vec::new();
+        for t in tokenize(&q) {
+            if !tokens.contains(&t) {
+                tokens.push(t);
+            }
+        }
+        // Filler words of a request ("echo a message", "read the file") do not count, unless they are all it has.
+        if tokens.iter().any(|t| !STOPWORDS.contains(&t.as_str())) {
+            tokens.retain(|t| !STOPWORDS.contains(&t.as_str()));
+        }
+        tokens.truncate(MAX_QUERY_TOKENS);
+        if tokens.is_empty() {
+            return None;
+        }
+        // A concurrent query (the slot is taken) gets arrays of its own; a poisoned slot is never reused.
+        let mut held = self.scratch.0.try_lock().ok();
+        let mut own = Scratch::default();
+        let scratch = held.as_deref_mut().unwrap_or(&mut own);
+        scratch.fit(self.docs.len());
+        let Scratch { accs, levels } = scratch;
+        let mut candidates: Vec<u32> = Vec::new();
+        let mut touched: Vec<u32> = Vec::new();
+        let mut matches: Vec<(u32, u8)> = Vec::new();
+        for (ti, token) in tokens.iter().enumerate() {
+            matches.clear();
+            self.token_matches(token, &mut matches);
+            for &(token_id, level) in &matches {
+                let (start, end) = (
+                    self.posting_starts[token_id as usize],
+                    self.posting_starts[token_id as usize + 1],
+                );
+                for p in &self.postings[start as usize..end as usize] {
+                    let lv = &mut levels[p.doc as usize];
+                    if *lv == [0; N_FIELDS] {
+                        touched.push(p.doc);
+                    }
+                    for (f, slot) in lv.iter_mut().enumerate() {
+                        if p.fields & (1 << f) != 0 && *slot < level {
+                            *slot = level;
+                        }
+                    }
+                }
+            }
+            for doc in touched.drain(..) {
+                let lv = std::mem::take(&mut levels[doc as usize]);
+                let acc = &mut accs[doc as usize];
+                if !acc.touched {
+                    acc.touched = true;
+                    candidates.push(doc);
+                }
+                for (f, &level) in lv.iter().enumerate() {
+                    if level > 0 {
+                        acc.score += WEIGHTS[f] * u32::from(level);
+                        acc.field_tokens[f] |= 1 << ti;
+                    }
+                }
+                acc.matched |= 1 << ti;
+                if ti == 0 && lv[FIELD_NAME] == LEVEL_EXACT {
+                    acc.first_in_name = true;
+                }
+            }
+        }
+
+        // Name tiers: exact and prefix matches of the prefixed or original name.
+        let key: Vec<char> = name_key(text).chars().collect();
+        let mut tiers: HashMap<u32, u8> = HashMap::new();
+        if !lenient && !key.is_empty() {
+            let sorted: [(&[u32], CharsOf); 2] = [
+                (&self.by_name_key, Prepared::name_chars),
+                (&self.by_original_key, Prepared::original_chars),
+            ];
+            for (ids, chars_of) in sorted {
+                let chars_of = |id: u32| chars_of(&self.prepared[id as usize]);
+                let start = ids.partition_point(|&id| chars_of(id) < key.as_slice());
+                for &doc in ids[start..].iter().take_while(|&&id| chars_of(id).starts_with(&key)) {
+                    let tier = if chars_of(doc) == key.as_slice() { 0 } else { 1 };
+                    let slot = tiers.entry(doc).or_insert(tier);
+                    *slot = (*slot).min(tier);
+                    let acc = &mut accs[doc as usize];
+                    if !acc.touched {
+                        acc.touched = true;
+                        candidates.push(doc);
+                    }
+                }
+            }
+        }
+
+        let n = tokens.len();
+        let all: u16 = if n >= 16 { u16::MAX } else { (1u16 << n) - 1 };
+        let mut out = Vec::new();
+        for &doc in &candidates {
+            let d = doc as usize;
+            if server.is_some_and(|s| self.docs[d].server != s) {
+                continue;
+            }
+            let acc = &accs[d];
+            let prep = &self.prepared[d];
+            let mut score = acc.score;
+            let mut phrase = false;
+            let mut whole_field = false;
+            for f in [FIELD_NAME, FIELD_ORIGINAL, FIELD_SERVER, FIELD_DESCRIPTION] {
+                if acc.field_tokens[f] == all {
+                    let p = phrase_points(&prep.norm[f], &q);
+                    if p > 0 {
+                        phrase = true;
+                        whole_field |= p == 14;
+                        score += p * WEIGHTS[f];
+                    }
+                }
+            }
+            if acc.field_tokens[FIELD_KEYWORDS] == all {
+                let p = prep.keywords.iter().map(|k| phrase_points(k, &q)).max().unwrap_or(0);
+                if p > 0 {
+                    phrase = true;
+                    whole_field |= p == 14;
+                    score += p * WEIGHTS[FIELD_KEYWORDS];
+                }
+            }
+            let covered = acc.matched.count_ones() as usize;
+            let tier = tiers.get(&doc).copied();
+            let passes = phrase || if n == 1 { covered == 1 } else { covered * 2 >= n };
+            if !passes && tier.is_none() {
+                continue;
+            }
+            score += if covered == n {
+                25
+            } else {
+                to_u32((covered * 10 + n / 2) / n)
+            };
+            if acc.first_in_name {
+                score += 8;
+            }
+            if whole_field {
+                score += 20;
+            }
+            let (tier, kind) = match tier {
+                Some(0) => (0, MatchKind::ExactName),
+                Some(_) => (1, MatchKind::NamePrefix),
+                None => (2, MatchKind::Ranked),
+            };
+            out.push(Scored {
+                tier,
+                score,
+                rank: prep.rank,
+                doc,
+                kind,
+            });
+        }
+        for doc in candidates {
+            accs[doc as usize] = Acc::default();
+        }
+        Some(out)
+    }
+
+    /// Tokens of the vocabulary matching `token`, with their level.
+    fn token_matches(&self, token: &str, out: &mut Vec<(u32, u8)>) {
+        let start = self.vocab.partition_point(|v| &**v < token);
+        // A single ASCII letter or digit would stem-match a large part of the vocabulary: exact only.
+        let expand = token.len() > 1;
+        for (offset, v) in self.vocab[start..].iter().enumerate() {
+            let exact = v.len() == token.len();
+            if !v.starts_with(token) || !(exact || expand) {
+                break;
+            }
+            out.push((to_u32(start + offset), if exact { LEVEL_EXACT } else { LEVEL_STEM }));
+        }
+        // The query token starts with a field token of at least MIN_STEM_CHARS characters.
+        let bounds: Vec<usize> = token.char_indices().map(|(i, _)| i).skip(MIN_STEM_CHARS).collect();
+        for end in bounds {
+            if let Ok(id) = self.vocab.binary_search_by(|v| (**v).cmp(&token[..end])) {
+                out.push((to_u32(id), LEVEL_STEM));
+            }
+        }
+        // Substrings of field tokens.
+        let chars: Vec<char> = token.chars().collect();
+        let pool: Option<&[u32]> = if chars.len() >= 3 {
+            chars
+                .windows(3)
+                .map(|w| self.trigrams.get(&[w[0], w[1], w[2]]))
+                .try_fold(None::<&[u32]>, |best, list| {
+                    let list = list?;
+                    Some(Some(match best {
+                        Some(b) if b.len() <= list.len() => b,
+                        _ => list,
+                    }))
+                })
+                .flatten()
+        } else {
+            chars
+                .iter()
+                .find(|c| !c.is_ascii())
+                .and_then(|c| self.wide_chars.get(c))
+        };
+        for &id in pool.into_iter().flatten() {
+            let v = &self.vocab[id as usize];
+            if !v.starts_with(token) && v.contains(token) {
+                out.push((id, LEVEL_SUBSTRING));
+            }
+        }
+    }
+}
+
+/// A ranked query's per-document arrays. Between queries every slot is back at its default: `levels` are taken as
+/// each token's matches are tallied, `accs` reset for the query's candidates at its end. Reusing them saves a query
+/// allocating and clearing them (25 bytes a document: at 20,000 tools, most of a query's memory writes).
+#[derive(Debug, Default)]
+struct Scratch {
+    accs: Vec<Acc>,
+    levels: Vec<[u8; N_FIELDS]>,
+}
+
+impl Scratch {
+    fn fit(&mut self, n_docs: usize) {
+        self.accs.resize(n_docs, Acc::default());
+        self.levels.resize(n_docs, [0; N_FIELDS]);
+    }
+}
+
+/// The index's [`Scratch`], behind a lock so queries from several threads stay correct; a clone of the index
+/// starts with its own empty scratch.
+#[derive(Debug, Default)]
+pub(super) struct ScratchSlot(Mutex<Scratch>);
+
+impl Clone for ScratchSlot {
+    fn clone(&self) -> ScratchSlot {
+        ScratchSlot::default()
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Acc {
+    touched: bool,
+    score: u32,
+    /// Bit `i` set when query token `i` matched any field.
+    matched: u16,
+    /// Per field, the query tokens that matched it.
+    field_tokens: [u16; N_FIELDS],
+    first_in_name: bool,
+}
+
+fn phrase_points(value: &str, q: &str) -> u32 {
+    if value == q {
+        14
+    } else if value.starts_with(q) {
+        9
+    } else if value.contains(q) {
+        6
+    } else {
+        0
+    }
+}
