@@ -355,7 +355,7 @@ impl Session {
 }
 
 /// Connects `host` to `server` over an in-memory duplex pipe, served as `pimcp-run` serves its stdio
-/// ([`pimcp_proxy::serve_lines`]: host tool calls take the fast path).
+/// ([`pimcp_proxy::serve_lines`], rmcp's byte-stream transport).
 pub async fn connect(server: ProxyServer, host: TestHost) -> Session {
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     let (read, write) = tokio::io::split(server_io);
