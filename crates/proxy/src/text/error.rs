@@ -1,0 +1,143 @@
+//! Error categories and error results: [`Category`], [`with_category`], [`text_result`] and [`ProxyError`].
+
+use std::fmt;
+
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
+use serde_json::Value;
+
+use super::{CATEGORY_META_KEY, capitalize};
+use crate::error::Error;
+
+/// Error categories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Category {
+    NeedsAuth,
+    Timeout,
+    /// Transient transport error, server down or in backoff.
+    Connection,
+    UnknownTool,
+    /// Arguments or parameters do not match.
+    Validation,
+    Approval,
+    Config,
+    Untrusted,
+    InputRequired,
+    /// The tool itself returned `isError`.
+    ToolError,
+    Other,
+}
+
+impl Category {
+    pub const ALL: [Category; 11] = [
+        Category::NeedsAuth,
+        Category::Timeout,
+        Category::Connection,
+        Category::UnknownTool,
+        Category::Validation,
+        Category::Approval,
+        Category::Config,
+        Category::Untrusted,
+        Category::InputRequired,
+        Category::ToolError,
+        Category::Other,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::NeedsAuth => "needs-auth",
+            Category::Timeout => "timeout",
+            Category::Connection => "connection",
+            Category::UnknownTool => "unknown-tool",
+            Category::Validation => "validation",
+            Category::Approval => "approval",
+            Category::Config => "config",
+            Category::Untrusted => "untrusted",
+            Category::InputRequired => "input-required",
+            Category::ToolError => "tool-error",
+            Category::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Marks `result` as an error of `category` in its `_meta` (other `_meta` keys are kept).
+pub fn with_category(mut result: CallToolResult, category: Category) -> CallToolResult {
+    let mut meta = result.meta.take().map(|m| m.0).unwrap_or_default();
+    meta.insert(
+        CATEGORY_META_KEY.to_string(),
+        Value::String(category.as_str().to_string()),
+    );
+    result.meta = Some(MetaObject(meta));
+    result.is_error = Some(true);
+    result
+}
+
+/// A plain text success result.
+pub fn text_result(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+/// An error the proxy returns as a tool result: the message, optional hint lines, then `category: <category>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyError {
+    pub category: Category,
+    pub message: String,
+    pub hints: Vec<String>,
+}
+
+impl ProxyError {
+    pub fn new(category: Category, message: impl Into<String>) -> Self {
+        ProxyError {
+            category,
+            message: message.into(),
+            hints: Vec::new(),
+        }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hints.push(hint.into());
+        self
+    }
+
+    /// The text block: the sentence first (capitalized), hints, the category last.
+    pub fn text(&self) -> String {
+        let mut out = capitalize(&self.message);
+        for hint in &self.hints {
+            out.push('\n');
+            out.push_str(hint);
+        }
+        out.push_str(&format!("\ncategory: {}", self.category));
+        out
+    }
+
+    pub fn into_call_result(self) -> CallToolResult {
+        with_category(
+            CallToolResult::error(vec![ContentBlock::text(self.text())]),
+            self.category,
+        )
+    }
+}
+
+impl From<&Error> for ProxyError {
+    fn from(e: &Error) -> Self {
+        let category = match e {
+            Error::Spill { .. } | Error::SpillBudget { .. } | Error::Serve { .. } | Error::Runtime(_) => {
+                Category::Other
+            }
+            _ => Category::Validation,
+        };
+        ProxyError::new(category, e.to_string())
+    }
+}
+
+impl From<Error> for ProxyError {
+    fn from(e: Error) -> Self {
+        ProxyError::from(&e)
+    }
+}
