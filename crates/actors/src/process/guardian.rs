@@ -125,12 +125,12 @@ impl Guardian {
             return Ok(());
         }
         if state.exe.is_none() {
-            state.exe = Some(exe.to_path_buf());
             let shared = Arc::downgrade(&self.0);
-            let exe = exe.to_path_buf();
+            let keeper_exe = exe.to_path_buf();
             std::thread::Builder::new()
                 .name("pimcp-guardian".into())
-                .spawn(move || keep(&shared, &exe))?;
+                .spawn(move || keep(&shared, &keeper_exe))?;
+            state.exe = Some(exe.to_path_buf());
         }
         let (state, _) = self
             .0
