@@ -23,6 +23,7 @@
 //! // The same without the model's indirection.
 //! let called = pimcp.call("fixture_echo", json!({ "text": "direct" })).await;
 //! assert!(!called.is_error());
+//! assert!(pimcp.call("fixture_echo", json!([1])).await.is_error(), "arguments are an object");
 //! assert_eq!(pimcp.status().servers.len(), 1);
 //! pimcp.shutdown().await;
 //! # Ok(())
@@ -186,14 +187,7 @@ impl Builder {
                 return Err(e.into());
             }
         };
-        let tool = pimcp_proxy::mcp_tool(&pimcp_proxy::ToolDefOptions {
-            servers: config.servers.iter().map(|s| s.name.clone()).collect(),
-            descriptions: config
-                .servers
-                .iter()
-                .filter_map(|s| Some((s.name.clone(), s.description.clone()?)))
-                .collect(),
-        });
+        let tool = pimcp_proxy::mcp_tool(&pimcp_proxy::ToolDefOptions::from_config(&config));
         Ok(Pimcp {
             runtime,
             proxy,
@@ -259,16 +253,9 @@ impl Pimcp {
     /// Calls `tool` (its exposed name, e.g. `github_create_issue`) with `args` (a JSON object; anything else is a
     /// validation error). Arguments are checked against the tool's schema before the server sees them.
     pub async fn call(&self, tool: &str, args: Value) -> ProxyResponse {
-        let args = match args {
-            Value::Object(map) => map,
-            Value::Null => serde_json::Map::new(),
-            other => {
-                return pimcp_proxy::ProxyError::new(
-                    Category::Validation,
-                    format!("the arguments of `{tool}` must be a JSON object, not {other}"),
-                )
-                .into();
-            }
+        let args = match pimcp_proxy::parse_args(Some(&args)) {
+            Ok(args) => args,
+            Err(e) => return ProxyError::new(Category::Validation, e.to_string()).into(),
         };
         self.proxy
             .call(tool, args, None, &pimcp_proxy::CallContext::default())

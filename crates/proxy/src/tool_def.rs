@@ -42,6 +42,20 @@ pub struct ToolDefOptions {
     pub descriptions: std::collections::BTreeMap<String, String>,
 }
 
+impl ToolDefOptions {
+    /// The names and descriptions of `config`'s servers.
+    pub fn from_config(config: &pimcp_config::Config) -> ToolDefOptions {
+        ToolDefOptions {
+            servers: config.servers.iter().map(|s| s.name.clone()).collect(),
+            descriptions: config
+                .servers
+                .iter()
+                .filter_map(|s| Some((s.name.clone(), s.description.clone()?)))
+                .collect(),
+        }
+    }
+}
+
 /// A server description as the model reads it: one line, at most [`MAX_SERVER_DESCRIPTION_CHARS`] characters.
 /// `None` for an empty one.
 pub fn short_description(description: &str) -> Option<String> {

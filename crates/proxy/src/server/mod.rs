@@ -212,13 +212,7 @@ impl ProxyServer {
         proxy.attach_bridge(&bridge);
         let config = proxy.config();
         let settings = &config.settings;
-        let servers: Vec<String> = config.servers.iter().map(|s| s.name.clone()).collect();
-        let descriptions = config
-            .servers
-            .iter()
-            .filter_map(|s| Some((s.name.clone(), s.description.clone()?)))
-            .collect();
-        let mcp = (!settings.disable_proxy_tool).then(|| mcp_tool(&ToolDefOptions { servers, descriptions }));
+        let mcp = (!settings.disable_proxy_tool).then(|| mcp_tool(&ToolDefOptions::from_config(&config)));
         let surface = compute_surface(&proxy);
         let stop = CancellationToken::new();
         let log = crate::host_log::HostLog::start(proxy.runtime(), stop.clone());
