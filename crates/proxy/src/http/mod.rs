@@ -28,7 +28,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
-use crate::facade::{Proxy, ProxyOptions};
+use crate::facade::Proxy;
 use crate::forward::HostBridge;
 use crate::server::{
     ProxyServer, ServeOptions, ShutdownSignals, run_until_shutdown, shutdown_runtime, spawn_reload_watch,
@@ -245,25 +245,7 @@ pub async fn run_http(
     http: HttpOptions,
     serve_options: ServeOptions,
 ) -> Result<ShutdownReport> {
-    let bridge = HostBridge::new();
-    let mut options = options;
-    options.handlers = bridge.handlers();
-    let config = options.config.clone();
-    let runtime = Runtime::start(options).await?;
-    let proxy = match Proxy::with_options(
-        runtime.handle(),
-        &config,
-        ProxyOptions {
-            spill: None,
-            bridge: Some(bridge.clone()),
-        },
-    ) {
-        Ok(p) => p,
-        Err(e) => {
-            runtime.shutdown(serve_options.shutdown_bound).await;
-            return Err(e);
-        }
-    };
+    let (runtime, proxy, bridge) = crate::server::start_bridged(options, serve_options.shutdown_bound).await?;
     serve_http(runtime, proxy, bridge, listener, http, serve_options).await
 }
 

@@ -31,6 +31,7 @@ mod handler;
 mod serving;
 mod shutdown;
 
+pub(crate) use serving::start_bridged;
 pub use serving::{run_stdio, serve, serve_lines, serve_stdio, stdin_pipe};
 pub(crate) use shutdown::{ShutdownSignals, run_until_shutdown, shutdown_runtime, spawn_reload_watch};
 

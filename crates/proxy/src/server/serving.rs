@@ -92,6 +92,16 @@ pub async fn serve_stdio(
 /// The whole stdio entry point of `pimcp-run`: installs a [`HostBridge`] as the runtime's handlers, starts the
 /// runtime, builds the [`Proxy`] and runs [`serve_stdio`].
 pub async fn run_stdio(options: RuntimeOptions, serve_options: ServeOptions) -> Result<ShutdownReport> {
+    let (runtime, proxy, bridge) = start_bridged(options, serve_options.shutdown_bound).await?;
+    serve_stdio(runtime, proxy, bridge, serve_options).await
+}
+
+/// What `run_stdio` and `run_http` start from: a [`HostBridge`] installed as the runtime's handlers, the runtime and
+/// the [`Proxy`] over it (the runtime is shut down within `shutdown_bound` when the proxy cannot be built).
+pub(crate) async fn start_bridged(
+    options: RuntimeOptions,
+    shutdown_bound: std::time::Duration,
+) -> Result<(Runtime, Proxy, HostBridge)> {
     let bridge = HostBridge::new();
     let mut options = options;
     options.handlers = bridge.handlers();
@@ -107,11 +117,11 @@ pub async fn run_stdio(options: RuntimeOptions, serve_options: ServeOptions) -> 
     ) {
         Ok(p) => p,
         Err(e) => {
-            runtime.shutdown(serve_options.shutdown_bound).await;
+            runtime.shutdown(shutdown_bound).await;
             return Err(e);
         }
     };
-    serve_stdio(runtime, proxy, bridge, serve_options).await
+    Ok((runtime, proxy, bridge))
 }
 
 /// Stdin as an async reader fed by a detached OS thread. tokio's own `stdin()` reads on the blocking pool, and a
