@@ -1,4 +1,5 @@
-//! One tool call (or resource read) on a live connection, run in a task the ServerActor spawns: per-call timeout
+//! One tool call (or resource read) on a live connection, run on the caller's task (through the call lane) or in a
+//! task the ServerActor spawns (a call queued behind a connect): per-call timeout
 //! that cancels on the wire and is extended by progress, caller cancellation, the retry rules (retry only when
 //! the request provably did not reach the server, or the tool is read-only/idempotent — never replay a
 //! non-idempotent call that may have arrived), and fast failure when the transport dies mid-call. Every request goes

@@ -2,9 +2,9 @@
 //! `serve --http` request bodies. (On stdio rmcp's transport decides: it ignores lines that are not JSON, answers
 //! JSON that is no message with `Invalid request`, and drops lines over its 16 MiB limit with an error log.)
 //!
-//! Only lines the decode refused reach it (the valid ones cost nothing more). A parse error (not JSON, a lone
-//! surrogate, nesting deeper than serde's limit) is -32700 with `"id": null`; a batch (a JSON array: MCP 2025-06-18
-//! dropped batches) and a line over the line limit are -32600 with `"id": null`; a request whose `jsonrpc`, `id` or
+//! Only bodies the decode refused get an answer here (a body over the size limit is refused before, with 413). A
+//! parse error (not JSON, a lone surrogate, nesting deeper than serde's limit) is -32700 with `"id": null`; a batch
+//! (a JSON array: MCP 2025-06-18 dropped batches) is -32600 with `"id": null`; a request whose `jsonrpc`, `id` or
 //! `method` is wrong is -32600 with its id when the id is an integer or a string, else `null`; a well-formed request
 //! whose params do not fit its method is -32602 with its id. A notification (a `method` without an `id`) and a
 //! response get nothing. Messages never quote the body (it may carry secrets).
