@@ -43,6 +43,7 @@ async fn fixture(dir: &Path, protocol: &str, trace: Option<crate::trace::Protoco
         access_token: None,
         trace,
         token_source: None,
+        max_message_bytes: pimcp_config::Settings::DEFAULT_MAX_MESSAGE_BYTES,
     };
     connect(spec, ()).await.unwrap()
 }
@@ -335,6 +336,7 @@ async fn calls_over_a_socket_connection() {
         access_token: None,
         trace: None,
         token_source: None,
+        max_message_bytes: pimcp_config::Settings::DEFAULT_MAX_MESSAGE_BYTES,
     };
     let conn = connect(spec, ()).await.unwrap();
     let (r, _) = call(

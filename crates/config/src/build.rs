@@ -526,6 +526,10 @@ pub(crate) fn build_settings(
             Some(v) if v.is_finite() && v >= 0.0 => Duration::from_secs_f64(v.min(600.0)),
             _ => defaults.discovery_timeout,
         },
+        max_message_bytes: match raw.max_message_bytes {
+            Some(v) if v.is_finite() && v >= 0.0 => (v as usize).max(Settings::MIN_MAX_MESSAGE_BYTES),
+            _ => defaults.max_message_bytes,
+        },
     }
 }
 

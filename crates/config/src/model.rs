@@ -398,6 +398,16 @@ pub struct Settings {
     /// How long a model's search waits for servers nothing is known of to connect (default 10 s; zero: no cold
     /// discovery).
     pub discovery_timeout: Duration,
+    /// `maxMessageBytes`: the largest JSON-RPC message pimcp reads from a line-framed connection (a stdio or
+    /// Unix-socket server's answers, a host's requests on stdio); default [`Settings::DEFAULT_MAX_MESSAGE_BYTES`].
+    pub max_message_bytes: usize,
+}
+
+impl Settings {
+    /// 16 MiB: the size rmcp's Streamable HTTP client also accepts for one event.
+    pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+    /// The smallest `maxMessageBytes` taken (smaller values are raised to it): 64 KiB.
+    pub const MIN_MAX_MESSAGE_BYTES: usize = 64 * 1024;
 }
 
 impl Default for Settings {
@@ -423,6 +433,7 @@ impl Default for Settings {
             warm_cache: false,
             health_interval: Duration::from_secs(30),
             discovery_timeout: Duration::from_secs(10),
+            max_message_bytes: Settings::DEFAULT_MAX_MESSAGE_BYTES,
         }
     }
 }

@@ -410,6 +410,10 @@ pub struct RawSettings {
     /// what is known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discovery_timeout: Option<f64>,
+    /// The largest JSON-RPC message read from a stdio or socket server, or from the host on stdio, in bytes
+    /// (default 16777216, 16 MiB; at least 65536). A larger answer fails its request at once, naming its size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<f64>,
 }
 
 /// `outputGuard`: `true`/`false`, or limits.

@@ -101,7 +101,7 @@ pub(crate) fn expected(field: &str) -> &'static str {
         "oauth" => "`false` or an object of OAuth settings",
         "lifecycle" => "one of `lazy`, `eager`, `keep-alive`, `lazy-keep-alive` (or `{ \"mode\": … }`)",
         "idleTimeout" | "requestTimeoutMs" | "timeout" | "startupTimeout" | "toolTimeout" | "healthInterval"
-        | "discoveryTimeout" => "a number",
+        | "discoveryTimeout" | "maxMessageBytes" => "a number",
         "protocolVersion" | "protocol" => "one of `auto`, `legacy`, `2026-07-28`",
         "directTools" => "`true`, `false` or an array of tool names",
         "toolPrefix" => "one of `server`, `short`, `none`, `mcp`",
@@ -215,6 +215,7 @@ mod tests {
             "warmCache",
             "healthInterval",
             "discoveryTimeout",
+            "maxMessageBytes",
         ];
         for name in settings {
             assert!(settings_fields().contains(&name), "schema misses setting `{name}`");

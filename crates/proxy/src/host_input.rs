@@ -1,18 +1,23 @@
-//! The JSON-RPC 2.0 error a host's message is owed when it yields no message: the pre-check in front of rmcp on
-//! `serve --http` request bodies. (On stdio rmcp's transport decides: it ignores lines that are not JSON, answers
-//! JSON that is no message with `Invalid request`, and drops lines over its 16 MiB limit with an error log.)
+//! The JSON-RPC 2.0 error a host's message is owed when it yields no message, one table for both host transports:
+//! the pre-check in front of rmcp on `serve --http` request bodies, and [`HostLines`], the policy of the stdio
+//! host's line transport (`pimcp_actors::transport::lines`), which hands rmcp only valid messages.
 //!
-//! Only bodies the decode refused get an answer here (a body over the size limit is refused before, with 413). A
+//! Only messages the decode refused get an answer here (an HTTP body over the size limit is refused before, with
+//! 413; a stdio line over `settings.maxMessageBytes` is answered -32600 with its id when it can be read). A
 //! parse error (not JSON, a lone surrogate, nesting deeper than serde's limit) is -32700 with `"id": null`; a batch
 //! (a JSON array: MCP 2025-06-18 dropped batches) is -32600 with `"id": null`; a request whose `jsonrpc`, `id` or
 //! `method` is wrong is -32600 with its id when the id is an integer or a string, else `null`; a well-formed request
 //! whose params do not fit its method is -32602 with its id. A notification (a `method` without an `id`) and a
 //! response get nothing. Messages never quote the body (it may carry secrets).
 
+use std::time::{Duration, Instant};
+
+use pimcp_actors::transport::lines::{LinePolicy, Oversized, Vetted};
 use rmcp::RoleServer;
 use rmcp::service::RxJsonRpcMessage;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
 
 pub(crate) const PARSE_ERROR: i32 = -32700;
 pub(crate) const INVALID_REQUEST: i32 = -32600;
@@ -165,6 +170,85 @@ pub(crate) fn error_line(code: i32, message: &str, id: Option<&RawValue>) -> Vec
     let id = id.map_or("null", RawValue::get);
     let message = serde_json::Value::from(message);
     format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{code},"message":{message}}}}}"#).into_bytes()
+}
+
+/// At most this many error answers per [`ANSWER_WINDOW`] on one stdio connection: a host (or a loop between two
+/// programs) that writes garbage fast gets the first answers, then silence, never an error storm.
+pub(crate) const MAX_ANSWERS_PER_WINDOW: u32 = 64;
+pub(crate) const ANSWER_WINDOW: Duration = Duration::from_secs(1);
+
+/// The stdio host's line policy: valid messages go to rmcp, bad requests are answered here (see the module docs),
+/// and the end of the host's input is signalled on `closed` (calls in flight are then cancelled: nobody waits for
+/// them).
+pub(crate) struct HostLines {
+    closed: CancellationToken,
+    window: Instant,
+    answered: u32,
+}
+
+impl HostLines {
+    pub(crate) fn new(closed: CancellationToken) -> HostLines {
+        HostLines {
+            closed,
+            window: Instant::now(),
+            answered: 0,
+        }
+    }
+
+    /// Whether one more error answer fits the rate bound.
+    fn may_answer(&mut self) -> bool {
+        if self.window.elapsed() >= ANSWER_WINDOW {
+            self.window = Instant::now();
+            self.answered = 0;
+        }
+        self.answered += 1;
+        if self.answered == MAX_ANSWERS_PER_WINDOW + 1 {
+            tracing::warn!(
+                limit = MAX_ANSWERS_PER_WINDOW,
+                "the host sends many messages that are not valid; not answering more of them for a second"
+            );
+        }
+        self.answered <= MAX_ANSWERS_PER_WINDOW
+    }
+
+    fn answer(&mut self, line: Option<Vec<u8>>) -> Vetted<RoleServer> {
+        match line {
+            Some(line) if self.may_answer() => Vetted::Answer(line),
+            _ => Vetted::Skip,
+        }
+    }
+}
+
+impl LinePolicy<RoleServer> for HostLines {
+    fn line(&mut self, line: &[u8]) -> Vetted<RoleServer> {
+        match decode(line) {
+            Ok(message) => Vetted::Message(message),
+            Err(skip) => {
+                tracing::debug!(bytes = line.len(), ?skip, "a host line that is no message");
+                let answer = reject(line, &skip);
+                self.answer(answer)
+            }
+        }
+    }
+
+    fn oversized(&mut self, line: Oversized) -> Vetted<RoleServer> {
+        tracing::warn!(
+            size = line.size,
+            limit = line.limit,
+            "a message from the host is too large"
+        );
+        if line.response {
+            return Vetted::Skip;
+        }
+        let id = line.id.as_ref().and_then(|id| serde_json::value::to_raw_value(id).ok());
+        let message = format!("Invalid request: the message of {}", line.describe());
+        let answer = error_line(INVALID_REQUEST, &message, id.as_deref());
+        self.answer(Some(answer))
+    }
+
+    fn end(&mut self) {
+        self.closed.cancel();
+    }
 }
 
 #[cfg(test)]

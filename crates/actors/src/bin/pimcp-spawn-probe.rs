@@ -111,6 +111,7 @@ fn main() {
             access_token: None,
             token_source: None,
             trace: None,
+            max_message_bytes: pimcp_config::Settings::DEFAULT_MAX_MESSAGE_BYTES,
         };
         match pimcp_actors::transport::connect(spec, ()).await {
             Ok(conn) => {

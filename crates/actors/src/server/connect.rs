@@ -131,6 +131,7 @@ impl ServerActor {
             access_token: None,
             token_source: None,
             trace: crate::trace::ProtocolTrace::for_server(&st.shared.trace, &st.shared.settings.trace, &st.cfg),
+            max_message_bytes: st.shared.settings.max_message_bytes,
         };
         let request_timeout = st.cfg.timeouts.request;
         let grace = st.shared.tuning.close_grace;

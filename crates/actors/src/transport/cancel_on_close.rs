@@ -1,6 +1,7 @@
 //! A client transport wrapper that, when the connection is closed, first sends `notifications/cancelled` for every
 //! request still waiting for its answer, then closes the inner transport; and that drops answers to requests we never
-//! sent (or already cancelled).
+//! sent, already cancelled, or abandoned (a `server/discover` probe once the `initialize` fallback goes out: its late
+//! answer must never be taken for the answer to `initialize`).
 //!
 //! Why: an rmcp server (and any server that finishes in-flight work before exiting) treats stdin EOF as "finish what
 //! is running, then exit". A 2026-07-28 `subscriptions/listen` request never finishes on its own — it is a stream
@@ -16,8 +17,8 @@ use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
-    CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, JsonRpcMessage,
-    RequestId, ServerJsonRpcMessage,
+    CancelledNotification, CancelledNotificationParam, ClientJsonRpcMessage, ClientNotification, ClientRequest,
+    JsonRpcMessage, RequestId, ServerJsonRpcMessage,
 };
 use rmcp::transport::Transport;
 
@@ -31,6 +32,8 @@ const REASON: &str = "the client is closing the connection";
 pub(crate) struct CancelOnClose<T> {
     inner: T,
     pending: Arc<Mutex<HashSet<RequestId>>>,
+    /// `server/discover` probes sent and not answered yet.
+    probes: Vec<RequestId>,
 }
 
 impl<T> CancelOnClose<T> {
@@ -38,6 +41,7 @@ impl<T> CancelOnClose<T> {
         CancelOnClose {
             inner,
             pending: Arc::default(),
+            probes: Vec::new(),
         }
     }
 }
@@ -64,7 +68,20 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for CancelOnClose<T> {
         let mut retires = None;
         match &item {
             JsonRpcMessage::Request(request) => {
-                lock(&self.pending).insert(request.id.clone());
+                let mut pending = lock(&self.pending);
+                match &request.request {
+                    ClientRequest::DiscoverRequest(_) => self.probes.push(request.id.clone()),
+                    // rmcp's `auto` lifecycle gave up on the probe: an answer to it from now on is stale.
+                    ClientRequest::InitializeRequest(_) => {
+                        for probe in self.probes.drain(..) {
+                            if pending.remove(&probe) {
+                                tracing::debug!(id = %probe, "server/discover probe abandoned for initialize");
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                pending.insert(request.id.clone());
             }
             JsonRpcMessage::Notification(n) => {
                 if let ClientNotification::CancelledNotification(c) = &n.notification {
@@ -141,7 +158,7 @@ async fn cancel_then_close<T: Transport<RoleClient>>(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use rmcp::model::{ClientRequest, PingRequest, ServerResult};
+    use rmcp::model::{PingRequest, ServerResult};
 
     /// Records what was sent; `receive` hands out a scripted message list.
     #[derive(Default)]
@@ -228,5 +245,33 @@ mod tests {
         // Nothing is left for a second close.
         t.close().await.unwrap();
         assert_eq!(cancelled_ids(&sent.lock().unwrap()).len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_late_answer_to_an_abandoned_discover_probe_is_dropped() {
+        use rmcp::model::{DiscoverRequest, DiscoverRequestParams, InitializeRequest, InitializeRequestParams};
+        let recorder = Recorder {
+            // The probe's answer arrives after the fallback went out, then initialize's own answer.
+            inbox: vec![
+                ServerJsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(0)),
+                ServerJsonRpcMessage::response(ServerResult::empty(()), RequestId::Number(1)),
+            ],
+            ..Recorder::default()
+        };
+        let mut t = CancelOnClose::new(recorder);
+        let probe = ClientRequest::DiscoverRequest(DiscoverRequest::new(DiscoverRequestParams {}));
+        t.send(ClientJsonRpcMessage::request(probe, RequestId::Number(0)))
+            .await
+            .unwrap();
+        let init = ClientRequest::InitializeRequest(InitializeRequest::new(InitializeRequestParams::default()));
+        t.send(ClientJsonRpcMessage::request(init, RequestId::Number(1)))
+            .await
+            .unwrap();
+        // The late probe answer is dropped; initialize's answer comes through.
+        let Some(JsonRpcMessage::Response(answer)) = t.receive().await else {
+            panic!("expected initialize's answer");
+        };
+        assert_eq!(answer.id, RequestId::Number(1));
+        assert!(lock(&t.pending).is_empty());
     }
 }

@@ -11,6 +11,7 @@ mod ended;
 mod error;
 mod handshake;
 mod http;
+pub mod lines;
 mod probe;
 mod resume;
 mod secrets;
@@ -58,6 +59,8 @@ pub struct ConnectSpec {
     /// Streamable HTTP: supplies every request's bearer token (overriding `access_token` once connected) and renews
     /// it on 401 / 403 `insufficient_scope` (one renewal, one retry per request).
     pub token_source: Option<Arc<dyn crate::auth::TokenSource>>,
+    /// The largest message read from a stdio or socket server (`settings.maxMessageBytes`).
+    pub max_message_bytes: usize,
 }
 
 impl std::fmt::Debug for ConnectSpec {

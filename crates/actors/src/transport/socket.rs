@@ -42,13 +42,13 @@ pub(super) async fn connect<H: ClientHandler>(
             }
         })?;
     let (read, write) = stream.into_split();
-    let lines = rmcp::transport::async_rw::AsyncRwTransport::new_client(read, write);
+    let lines = super::lines::JsonLines::new(read, write, spec.max_message_bytes, super::lines::UpstreamLines);
     let lifecycle = handshake::lifecycle(spec.server.protocol, spec.era_hint);
-    let transport = super::ended::Ended::new(crate::trace::traced(
+    let transport = super::ended::Ended::new(super::cancel_on_close::CancelOnClose::new(crate::trace::traced(
         lines,
         spec.trace.as_ref(),
         TransportKind::UnixSocket,
-    ));
+    )));
     let ended = transport.token();
     let client = handshake::bounded(
         deadline,

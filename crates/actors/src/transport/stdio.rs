@@ -182,7 +182,7 @@ async fn attempt<H: ClientHandler>(
 
     // Bound to the child's life: the stream ends when it exits, whoever else holds its stdout.
     let (stdout, stdin) = super::child_pipes::bind(&name, pid, spawned.stdout, spawned.stdin);
-    let lines = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin);
+    let lines = super::lines::JsonLines::new(stdout, stdin, spec.max_message_bytes, super::lines::UpstreamLines);
     // Outside the trace, so the cancellations sent at close are traced too.
     let transport = super::ended::Ended::new(CancelOnClose::new(crate::trace::traced(
         lines,

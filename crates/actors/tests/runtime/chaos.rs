@@ -681,11 +681,12 @@ fn all_threads_stopped(pid: u32) -> bool {
     any
 }
 
-/// An answer longer than the 16 MiB line limit is dropped by rmcp's transport (with an error log): its call fails by
-/// its tool timeout, and the same connection keeps serving.
+/// An answer longer than the line limit (`settings.maxMessageBytes`, 16 MiB) fails its call at once, long before the
+/// call's timeout, with an error naming the answer's size and the limit; the same connection keeps serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_answer_over_the_line_limit_fails_its_call_and_the_connection_stays_usable() {
-    let h = start(json!({"mcpServers": {"big": {"command": fixture(), "toolTimeout": 2}}})).await;
+async fn an_answer_over_the_line_limit_fails_its_call_at_once_and_the_connection_stays_usable() {
+    // A timeout far beyond the test's deadline: only the size check can end the call in time.
+    let h = start(json!({"mcpServers": {"big": {"command": fixture(), "toolTimeout": 600}}})).await;
     h.rt.connect("big").await.unwrap();
     let pid = h.rt.status().server("big").unwrap().pid;
     let call = h.rt.call(
@@ -693,11 +694,16 @@ async fn an_answer_over_the_line_limit_fails_its_call_and_the_connection_stays_u
         args(json!({"bytes": 17 * 1024 * 1024})),
         CallOptions::default(),
     );
-    let e = tokio::time::timeout(Duration::from_secs(30), call)
+    let e = tokio::time::timeout(Duration::from_secs(60), call)
         .await
-        .expect("the oversized answer's call never ended")
+        .expect("the oversized answer's call waited for its timeout")
         .unwrap_err();
-    assert!(matches!(e, pimcp_actors::Error::Timeout { .. }), "{e}");
+    assert!(!matches!(e, pimcp_actors::Error::Timeout { .. }), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("MiB") && text.contains("exceeds the 16 MiB limit of `settings.maxMessageBytes`"),
+        "{text}"
+    );
     let out =
         h.rt.call("big_echo", args(json!({"text": "after"})), CallOptions::default())
             .await
@@ -712,8 +718,7 @@ async fn an_answer_over_the_line_limit_fails_its_call_and_the_connection_stays_u
 }
 
 /// A stray line on a server's stdout before its `initialize` answer (a response or error whose id matches no
-/// request, text that is not JSON) is dropped: the server connects and its tools answer. (A JSON value that is no
-/// message at all, such as a batch, rmcp's transport answers with `Invalid request`; docs/decisions.md.)
+/// request, text that is not JSON) is dropped: the server connects and its tools answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stray_stdout_before_initialize_is_dropped_and_the_server_connects() {
     let kinds = ["unknown-id-response", "unknown-id-error", "garbage"];

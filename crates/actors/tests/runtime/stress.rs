@@ -204,3 +204,62 @@ async fn a_call_on_a_silent_http_path_ends_with_timeout() {
         rt.shutdown(Duration::from_secs(3)).await;
     }
 }
+
+/// Connects `n` stdio fixture servers with `protocol: auto` and `flags`, all at once, and returns each failure: a
+/// connect that failed, or a server that needed more than one process (a handshake retried on a fresh spawn).
+async fn connect_all_at_once(flags: &[&str], n: usize) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let log = |i: usize| dir.path().join(format!("s{i}.log"));
+    let mut servers = serde_json::Map::new();
+    for i in 0..n {
+        let log = log(i).to_string_lossy().into_owned();
+        let mut args = flags.to_vec();
+        args.extend(["--event-log", &log]);
+        let mut entry = stdio(&args);
+        // Generous: the discover probe alone waits 10 s for a late answer, and 70 servers start on 2 cores.
+        entry["startupTimeout"] = json!(120);
+        entry["protocol"] = json!("auto");
+        servers.insert(format!("s{i}"), entry);
+    }
+    let rt = start_in(dir.path(), &json!({ "mcpServers": servers }), tuning()).await;
+    let handle = rt.handle();
+    let connects = (0..n).map(|i| {
+        let handle = handle.clone();
+        async move {
+            let name = format!("s{i}");
+            handle.connect(&name).await.err().map(|e| format!("{name}: {e}"))
+        }
+    });
+    let mut failures: Vec<String> = futures::future::join_all(connects)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    rt.shutdown(Duration::from_secs(20)).await;
+    for i in 0..n {
+        let started = std::fs::read_to_string(log(i))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(r#""event":"start""#))
+            .count();
+        if started != 1 {
+            failures.push(format!("s{i}: {started} processes started for one connect"));
+        }
+    }
+    failures
+}
+
+/// 70 servers whose answer to the `server/discover` probe arrives only after the `initialize` fallback went out (a
+/// slow legacy server on a busy machine): the stale answer is dropped and every one connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seventy_auto_connects_with_late_probe_answers_all_succeed() {
+    let failures = connect_all_at_once(&["--late-discover"], 70).await;
+    assert!(failures.is_empty(), "{} of 70 failed: {failures:#?}", failures.len());
+}
+
+/// 70 legacy-only servers (`server/discover` → -32601) connected together with `protocol: auto`: all connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seventy_auto_connects_to_legacy_only_servers_all_succeed() {
+    let failures = connect_all_at_once(&["--no-discover"], 70).await;
+    assert!(failures.is_empty(), "{} of 70 failed: {failures:#?}", failures.len());
+}

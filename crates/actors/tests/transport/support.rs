@@ -95,6 +95,7 @@ pub fn spec(server: ServerConfig, project_dir: &Path) -> ConnectSpec {
         access_token: None,
         token_source: None,
         trace: None,
+        max_message_bytes: pimcp_config::Settings::DEFAULT_MAX_MESSAGE_BYTES,
     }
 }
 

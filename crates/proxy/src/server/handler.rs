@@ -285,47 +285,65 @@ impl ProxyServer {
             }
             None => (None, None),
         };
+        // Cancelled by the host's `notifications/cancelled` (rmcp's token for the request) or by `cancel_calls`.
+        let cancel = self.inner.calls.child_token();
+        let follow = {
+            let (cancel, request) = (cancel.clone(), ctx.ct.clone());
+            async move {
+                request.cancelled().await;
+                cancel.cancel();
+                std::future::pending::<std::convert::Infallible>().await
+            }
+        };
         let call = CallContext {
-            cancel: Some(ctx.ct.clone()),
+            cancel: Some(cancel),
             timeout: None,
             progress,
         };
         let name = request.name.as_ref();
-        let response = if self.inner.mcp.is_some() && name == TOOL_NAME {
-            let arguments = request.arguments.map(Value::Object);
-            self.inner.proxy.handle_owned_arguments(arguments, &call).await
-        } else {
-            // Under the read lock: only the one target is cloned, not the whole surface (every direct tool's definition).
-            let target = {
-                let surface = match self.inner.surface.read() {
-                    Ok(g) => g,
-                    Err(p) => p.into_inner(),
+        let work = async {
+            if self.inner.mcp.is_some() && name == TOOL_NAME {
+                let arguments = request.arguments.map(Value::Object);
+                self.inner.proxy.handle_owned_arguments(arguments, &call).await
+            } else {
+                // Under the read lock: only the one target is cloned, not the whole surface (every direct tool's definition).
+                let target = {
+                    let surface = match self.inner.surface.read() {
+                        Ok(g) => g,
+                        Err(p) => p.into_inner(),
+                    };
+                    surface.by_name.get(name).map(|&i| surface.direct[i].target.clone())
                 };
-                surface.by_name.get(name).map(|&i| surface.direct[i].target.clone())
-            };
-            match target {
-                Some(target) => {
-                    // The `mcp` tool's requests get their span in the façade; a direct tool's starts here.
-                    let span = tracing::info_span!("proxy_request", mode = "direct", outcome = tracing::field::Empty);
-                    let response = self
-                        .inner
-                        .proxy
-                        .call_resolved(&target, request.arguments.unwrap_or_default(), &call)
-                        .instrument(span.clone())
-                        .await;
-                    span.record("outcome", response.category.map_or("ok", Category::as_str));
-                    response
-                }
-                None => {
-                    let mut error = ProxyError::new(Category::UnknownTool, format!("pimcp-run has no tool {name:?}."));
-                    if self.inner.mcp.is_some() {
-                        error = error.with_hint(format!(
-                            "Upstream tools are reached through the mcp tool: mcp({{tool: {name:?}, args: {{…}}}})."
-                        ));
+                match target {
+                    Some(target) => {
+                        // The `mcp` tool's requests get their span in the façade; a direct tool's starts here.
+                        let span =
+                            tracing::info_span!("proxy_request", mode = "direct", outcome = tracing::field::Empty);
+                        let response = self
+                            .inner
+                            .proxy
+                            .call_resolved(&target, request.arguments.unwrap_or_default(), &call)
+                            .instrument(span.clone())
+                            .await;
+                        span.record("outcome", response.category.map_or("ok", Category::as_str));
+                        response
                     }
-                    error.into()
+                    None => {
+                        let mut error =
+                            ProxyError::new(Category::UnknownTool, format!("pimcp-run has no tool {name:?}."));
+                        if self.inner.mcp.is_some() {
+                            error = error.with_hint(format!(
+                                "Upstream tools are reached through the mcp tool: mcp({{tool: {name:?}, args: {{…}}}})."
+                            ));
+                        }
+                        error.into()
+                    }
                 }
             }
+        };
+        let response = tokio::select! {
+            response = work => response,
+            never = follow => match never {},
         };
         drop(call);
         if let Some(relay) = relay {

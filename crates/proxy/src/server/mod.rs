@@ -8,7 +8,7 @@
 //!
 //! Protocol notes: every version rmcp knows is supported, 2026-07-28 included (`server/discover` is answered by
 //! rmcp's default from [`ProxyServer`]'s info, before or instead of `initialize`); `ping` is answered; a line that is
-//! not JSON is ignored and a JSON line that is not a request is answered with an error, and serving continues.
+//! no valid request gets exactly the JSON-RPC error it is owed (`host_input`), and serving continues.
 //! Failed tool calls are tool results with `isError`, never JSON-RPC errors.
 
 use std::collections::HashMap;
@@ -152,6 +152,8 @@ struct ServerInner {
     idle: tokio::sync::Notify,
     /// A shutdown was requested: new calls are refused.
     draining: AtomicBool,
+    /// Cancels every call (see [`ProxyServer::cancel_calls`]); each call also follows its own request's token.
+    calls: CancellationToken,
     /// `logging/setLevel` per session and the `notifications/message` fan-out.
     log: crate::host_log::HostLog,
     /// Hosts' `resources/subscribe`.
@@ -237,6 +239,7 @@ impl ProxyServer {
                 in_flight: AtomicUsize::new(0),
                 idle: tokio::sync::Notify::new(),
                 draining: AtomicBool::new(false),
+                calls: CancellationToken::new(),
                 log,
                 subscriptions,
             }),
@@ -279,6 +282,13 @@ impl ProxyServer {
     /// already in flight go on.
     pub fn begin_drain(&self) {
         self.inner.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Refuses new calls and cancels those in flight (each is cancelled upstream with `notifications/cancelled`
+    /// and answered as cancelled): the stdio host's input has ended, so nobody waits for them.
+    pub fn cancel_calls(&self) {
+        self.begin_drain();
+        self.inner.calls.cancel();
     }
 
     pub fn is_draining(&self) -> bool {

@@ -1,6 +1,7 @@
 //! Serving hosts: [`serve`] over any transport, [`serve_lines`] over newline-delimited JSON-RPC, the stdio entry
 //! points [`serve_stdio`] and [`run_stdio`], and [`stdin_pipe`], the thread-fed stdin reader.
 
+use pimcp_actors::transport::lines::JsonLines;
 use pimcp_actors::{Runtime, RuntimeOptions, ShutdownReport};
 use rmcp::RoleServer;
 use rmcp::service::ServiceExt;
@@ -13,6 +14,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::facade::{Proxy, ProxyOptions};
 use crate::forward::HostBridge;
+use crate::host_input::HostLines;
 
 /// Serves one host connection over `transport` until the host closes it or `cancel` fires. A host that goes away
 /// before initializing is not an error.
@@ -44,14 +46,37 @@ where
 }
 
 /// Serves one host over newline-delimited JSON-RPC on `read` / `write` (what [`serve_stdio`] does on stdin/stdout)
-/// until the host closes `read` or `cancel` fires: [`serve`] over rmcp's byte-stream transport.
+/// until the host closes `read` or `cancel` fires: [`serve`] over pimcp's line transport, which answers the lines
+/// that are no valid message itself (`host_input`) and hands rmcp the rest.
+///
+/// When `read` ends, the calls in flight are cancelled (upstream too) and answered as cancelled: a host that closed
+/// its input is gone, and a call it made must not keep pimcp-run running.
 pub async fn serve_lines<R, W>(server: ProxyServer, read: R, write: W, cancel: CancellationToken) -> Result<()>
 where
     R: tokio::io::AsyncRead + Send + Unpin + 'static,
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
-    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(read, write);
-    serve(server, transport, cancel).await
+    let closed = CancellationToken::new();
+    let limit = server.proxy().config().settings.max_message_bytes;
+    let transport = JsonLines::new(read, write, limit, HostLines::new(closed.clone()));
+    let watch = {
+        let server = server.clone();
+        async move {
+            closed.cancelled().await;
+            if server.in_flight() > 0 {
+                tracing::info!(
+                    in_flight = server.in_flight(),
+                    "the host closed its input; cancelling its calls"
+                );
+            }
+            server.cancel_calls();
+            std::future::pending::<std::convert::Infallible>().await
+        }
+    };
+    tokio::select! {
+        served = serve(server, transport, cancel) => served,
+        never = watch => match never {},
+    }
 }
 
 /// Serves MCP on stdin/stdout until stdin closes, SIGINT or SIGTERM, then shuts the runtime down within

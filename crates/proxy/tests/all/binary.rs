@@ -106,11 +106,11 @@ async fn pimcp_run_serves_stdio_and_exits_on_stdin_eof() {
     wait_until("the fixture server to be gone", DEADLINE, || !pid_alive(fixture)).await;
 }
 
-/// A host that quits with a call in flight closes both pipes: the call is cancelled after rmcp's drain of its
-/// handlers (5 s after stdin's end) and pimcp-run exits, far below the call's length.
+/// A host that quits with a call in flight closes both pipes: the call is cancelled upstream as soon as stdin ends
+/// and pimcp-run exits, leaving no child (`bench/stdin-close` measures how soon).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_that_quits_mid_call_has_the_call_cancelled_and_pimcp_run_exits_promptly() {
-    /// rmcp's drain (5 s) and the fixture's close, with room for a loaded machine; the call would take 600 s.
+    /// Far below the call's length (600 s), with room for a loaded machine.
     const EXIT_BOUND: Duration = Duration::from_secs(10);
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
     let dir = tempfile::tempdir().unwrap();
@@ -158,6 +158,18 @@ async fn a_host_that_quits_mid_call_has_the_call_cancelled_and_pimcp_run_exits_p
         .expect("pimcp-run still running: the call whose host is gone was waited for")
         .unwrap();
     assert!(status.success(), "{status:?}");
+    assert_eq!(
+        count_events(&log, "cancelled", Some("slow")),
+        1,
+        "the call was not cancelled upstream"
+    );
+    let fixture = std::fs::read_to_string(&log).unwrap();
+    let pid = fixture
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|e| e["pid"].as_u64())
+        .expect("the fixture logs its pid");
+    wait_until("the fixture server to be gone", DEADLINE, || !pid_alive(pid as u32)).await;
 }
 
 /// Claude Code stops its MCP servers with SIGINT and then SIGTERM 0.1 s later: one request to stop gracefully

@@ -1,7 +1,7 @@
-//! Malformed host input on `pimcp-run`'s stdio server (`serve_lines`, rmcp's transport) and `serve --http` POST
-//! bodies: on stdio a line gets JSON-RPC errors only and the connection goes on serving, also after a line
-//! over the 16 MiB limit; over HTTP each body gets exactly the JSON-RPC 2.0 error it is owed (code and id) and a
-//! notification gets nothing.
+//! Malformed host input on `pimcp-run`'s stdio server (`serve_lines`) and `serve --http` POST bodies: one table,
+//! both transports. Each line or body gets exactly the JSON-RPC 2.0 error it is owed (code and id, `null` when the
+//! id cannot be read), notifications and responses get nothing, answers are rate-bounded, and the connection goes on
+//! serving, also after a line over the 16 MiB limit.
 
 use std::time::Duration;
 
@@ -182,54 +182,72 @@ fn assert_error(answer: &Value, code: i64, id: &Value, line: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn malformed_host_lines_get_json_rpc_errors_only_and_serving_continues() {
+async fn malformed_host_lines_get_exactly_the_json_rpc_error_they_are_owed_and_serving_continues() {
     let env = start(one_server()).await;
     let mut raw = Raw::start(&env);
     raw.send(INIT).await;
     assert_eq!(raw.next().await["id"], "init");
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
         .await;
-    // rmcp's transport ignores lines that are not JSON and answers JSON that is no message with `Invalid request`
-    // (id null); a request of an unknown method is answered by the handler. Whatever a line gets, the next request on
-    // the connection is answered. Requests are handled concurrently, so an answer may come after the next line's ping:
-    // each answer carries no id or the id of one of the lines.
-    let ids: Vec<Value> = table().into_iter().map(|(_, _, id)| id).collect();
-    for (i, (line, _, _)) in table().into_iter().enumerate() {
+    // Each line gets exactly the answer the table says (code and id, an `id` member always present), or none; a ping
+    // after each line shows the connection still serves. Answers may come in either order.
+    for (i, (line, code, id)) in table().into_iter().enumerate() {
         raw.send(&line).await;
-        // A ping after each line: the connection still serves.
         let ping = format!("ping-{i}");
         raw.send(&format!(r#"{{"jsonrpc":"2.0","id":"{ping}","method":"ping"}}"#))
             .await;
-        let mut others = Vec::new();
-        loop {
+        let (mut pinged, mut answered) = (false, code.is_none());
+        while !(pinged && answered) {
             let answer = raw.next().await;
             if answer["id"] == ping.as_str() {
-                break;
+                assert!(answer["result"].is_object(), "{answer}");
+                pinged = true;
+                continue;
             }
-            others.push(answer);
-        }
-        assert!(others.len() <= 2, "a storm of answers: {line} → {others:?}");
-        for answer in &others {
-            let code = answer["error"]["code"]
-                .as_i64()
-                .unwrap_or_else(|| panic!("{line} → {answer}"));
-            assert!([-32700, -32600, -32601, -32602].contains(&code), "{line} → {answer}");
-            assert!(
-                answer.get("id").is_none_or(Value::is_null) || ids.contains(&answer["id"]),
-                "{line} → {answer}"
-            );
+            let code = code.unwrap_or_else(|| panic!("no answer is owed: {line} → {answer}"));
+            assert!(!answered, "a second answer: {line} → {answer}");
+            assert_error(&answer, code, &id, &line);
+            answered = true;
         }
     }
+    // Nothing stray arrived after a line that is owed no answer: the next answer is this request's.
     raw.send(r#"{"jsonrpc":"2.0","id":20,"method":"tools/list"}"#).await;
     let tools = raw.next().await;
+    assert_eq!(tools["id"], 20, "{tools}");
     assert_eq!(tools["result"]["tools"][0]["name"], "mcp", "{tools}");
     raw.close().await;
     env.shutdown().await;
 }
 
-/// A line over 16 MiB is dropped without being held in memory, and the next request on the connection is served.
+/// A host that writes garbage fast gets a bounded number of answers, never a storm, and is served after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_line_over_the_limit_is_dropped_and_the_next_line_is_served() {
+async fn answers_to_bad_lines_are_rate_bounded() {
+    let env = start(one_server()).await;
+    let mut raw = Raw::start(&env);
+    raw.send(INIT).await;
+    assert_eq!(raw.next().await["id"], "init");
+    // 1000 lines that are not JSON, in one write.
+    let burst = "{not json\n".repeat(1000);
+    raw.write.write_all(burst.as_bytes()).await.unwrap();
+    raw.send(r#"{"jsonrpc":"2.0","id":"after","method":"ping"}"#).await;
+    let mut errors = 0;
+    loop {
+        let answer = raw.next().await;
+        if answer["id"] == "after" {
+            break;
+        }
+        assert_error(&answer, -32700, &Value::Null, "{not json");
+        errors += 1;
+    }
+    assert!(errors < 1000, "every garbage line was answered ({errors})");
+    raw.close().await;
+    env.shutdown().await;
+}
+
+/// A line over the limit (`settings.maxMessageBytes`, 16 MiB) is answered with -32600 carrying its id and naming its
+/// size, without being held in memory, and the next request on the connection is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_over_the_limit_is_answered_with_its_id_and_the_next_line_is_served() {
     let env = start(one_server()).await;
     let mut raw = Raw::start(&env);
     raw.send(INIT).await;
@@ -254,7 +272,12 @@ async fn a_line_over_the_limit_is_dropped_and_the_next_line_is_served() {
         write.flush().await.unwrap();
         write
     });
-    let tools = next(&mut read).await;
+    let mut answers = [next(&mut read).await, next(&mut read).await];
+    answers.sort_by_key(|a| a["id"] == 21);
+    let (too_large, tools) = (&answers[0], &answers[1]);
+    assert_error(too_large, -32600, &json!(99), "a 17 MiB request");
+    let message = too_large["error"]["message"].as_str().unwrap();
+    assert!(message.contains("exceeds the 16 MiB limit"), "{message}");
     assert_eq!(tools["id"], 21, "{tools}");
     assert_eq!(tools["result"]["tools"][0]["name"], "mcp", "{tools}");
     let write = tokio::time::timeout(DEADLINE, big).await.unwrap().unwrap();
