@@ -51,4 +51,6 @@ pub use trace::{
     DEFAULT_TRACE_MAX_BYTES, Direction, MIN_TRACE_MAX_BYTES, MessageKind, ProtocolTrace, TRACE_FILE_NAME,
     TRACE_VERSION, TraceLine, TraceSink, trace_enabled,
 };
-pub use transport::{ConnectError, ConnectSpec, Connection, Era, SharedHttp, connect, default_http_client};
+pub use transport::{
+    ConnectError, ConnectSpec, Connection, Era, PIMCP_SERVER_NAME, SharedHttp, connect, default_http_client,
+};

@@ -511,7 +511,7 @@ impl Runtime {
     /// connect now.
     pub async fn start(opts: RuntimeOptions) -> Result<Runtime> {
         let RuntimeOptions {
-            config,
+            mut config,
             agent_dir,
             data_dir,
             mut process,
@@ -520,6 +520,7 @@ impl Runtime {
             tuning,
             auth,
         } = opts;
+        refuse_servers_when_nested(&mut config, crate::process::nesting_depth());
         // A guardian of its own: options cloned into another runtime must not share one (each runtime's guardian
         // ends with it).
         process.guardian_process = crate::process::Guardian::default();
@@ -686,6 +687,28 @@ impl Runtime {
         ShutdownReport {
             graceful: graceful && joined,
             elapsed: started.elapsed(),
+        }
+    }
+}
+
+/// At [`crate::process::MAX_NESTING`] runtimes deep, every server is refused (a configuration error naming why).
+fn refuse_servers_when_nested(config: &mut Config, depth: u32) {
+    if depth < crate::process::MAX_NESTING {
+        return;
+    }
+    tracing::warn!(
+        depth,
+        "pimcp runs {depth} levels inside other pimcp runtimes: it starts no server"
+    );
+    for server in &mut config.servers {
+        if matches!(server.availability, pimcp_config::Availability::Available) {
+            server.availability = pimcp_config::Availability::ConfigError {
+                message: format!(
+                    "pimcp runs {depth} levels inside other pimcp runtimes ({}={depth}), so it starts no server: a \
+                     pimcp listed among its own servers must not start itself without end",
+                    crate::process::NESTING_ENV
+                ),
+            };
         }
     }
 }

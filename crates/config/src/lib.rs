@@ -46,7 +46,7 @@ pub use error::{Error, Result, SecretError};
 pub use explain::{ConfigView, FieldView, REDACTED, ServerView, SourceView, explain, redact_field, redact_url};
 pub use identity::identity_hash;
 pub use jsonc::{JsoncError, parse as parse_jsonc, strip as strip_jsonc};
-pub use load::{LoadOptions, load, load_in_memory};
+pub use load::{LoadOptions, is_pimcp_command, load, load_in_memory};
 pub use model::{
     ApproveTools, AuthConfig, Availability, Config, ConfigProblem, DirectTools, HostConfigDiscovery, HttpTransport,
     IdentityAssertionConfig, Lifecycle, OAuthConfig, OAuthGrant, Origin, OutputGuard, ProtocolMode, Secret,

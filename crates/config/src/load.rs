@@ -22,7 +22,7 @@ use crate::entries::{FileContent, parse_root, parse_server};
 use crate::imports::{self, HostKind, ImportEnv, ImportScope, Os};
 use crate::merge::{MergedServer, MergedSettings};
 use crate::model::{
-    Availability, Config, ConfigProblem, HostConfigDiscovery, Origin, Severity, SourceFile, SourceKind,
+    Availability, Config, ConfigProblem, HostConfigDiscovery, Origin, Severity, SourceFile, SourceKind, Transport,
 };
 use crate::paths::{self, EnvMap, canonical_or_self};
 use crate::problems::Sink;
@@ -529,6 +529,17 @@ fn finish(
                 };
             }
         }
+        if let Transport::Stdio(stdio) = &built.transport
+            && is_pimcp_command(&stdio.command)
+            && !matches!(built.availability, Availability::Disabled)
+        {
+            let message = format!(
+                "this is pimcp itself (`{}`, from {}); pimcp never starts itself as one of its servers",
+                stdio.command, server.origin
+            );
+            Sink::new(&mut problems, path.as_deref()).warning(Some(&name), Some("command"), message.clone());
+            built.availability = Availability::ConfigError { message };
+        }
         if still_untrusted {
             built.availability = Availability::Untrusted {
                 project_dir: opts.project_dir.clone(),
@@ -666,4 +677,26 @@ fn read_import_host(
 fn strip_path(text: &str, path: &Path) -> String {
     let prefix = format!("{}: ", path.display());
     text.strip_prefix(&prefix).unwrap_or(text).to_string()
+}
+
+/// Whether a stdio server's `command` starts pimcp: the `pimcp-run` executable under any path, or this very process's
+/// executable (a Rust host that embeds pimcp, listed among its own servers). A host config that lists pimcp for the
+/// host is often also read by pimcp (`~/.config/mcp/mcp.json`, `imports`), and a pimcp that started itself would do
+/// it again at every level.
+pub fn is_pimcp_command(command: &str) -> bool {
+    let path = Path::new(command);
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    if stem == "pimcp-run" {
+        return true;
+    }
+    if !command.contains(std::path::MAIN_SEPARATOR) && !command.contains('/') {
+        return false;
+    }
+    match (
+        std::fs::canonicalize(path),
+        std::env::current_exe().and_then(std::fs::canonicalize),
+    ) {
+        (Ok(command), Ok(own)) => command == own,
+        _ => false,
+    }
 }

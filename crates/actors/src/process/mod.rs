@@ -34,6 +34,21 @@ const EXIT_POLL: Duration = Duration::from_millis(10);
 pub const GUARDIAN_BINARY: &str = "pimcp-guardian";
 /// Environment variable naming the guardian executable ([`GuardianMode::Auto`]).
 pub const GUARDIAN_ENV: &str = "PIMCP_GUARDIAN";
+/// How many pimcp runtimes started this process, one inside the other: each stdio server gets its runtime's depth
+/// plus one. A runtime at [`MAX_NESTING`] starts no server, so a pimcp that reaches itself through a wrapper the
+/// configuration check and the handshake check cannot see in time still makes a bounded process tree.
+pub const NESTING_ENV: &str = "PIMCP_NESTING";
+/// The depth at which a runtime starts no server: pimcp → a server → pimcp still works (an agent host served as an
+/// MCP server that uses pimcp itself), one level more does not.
+pub const MAX_NESTING: u32 = 2;
+
+/// This process's [`NESTING_ENV`] depth (0 when unset or unreadable).
+pub fn nesting_depth() -> u32 {
+    std::env::var(NESTING_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
 /// Variables a child keeps with `inheritEnv: false`. With `inheritEnv: true` it gets pimcp's environment
 /// without pimcp's control variables ([`strip_control_env`]).
 pub const MINIMAL_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
@@ -205,6 +220,7 @@ impl SpawnPlan {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
+        cmd.env(NESTING_ENV, (nesting_depth() + 1).to_string());
         // SAFETY: runs between fork and exec; prctl, sigprocmask, sigaction and getppid are async-signal-safe and
         // allocate nothing.
         #[allow(

@@ -284,8 +284,40 @@ pub async fn connect<H: ClientHandler + Clone>(spec: ConnectSpec, handler: H) ->
     }
     // Boxed: the three connect futures differ a lot in size, and the caller's future need not hold the largest.
     match spec.server.transport.clone() {
-        Transport::Stdio(stdio) => Box::pin(stdio::connect(spec, stdio, handler)).await,
+        Transport::Stdio(stdio) => {
+            let conn = Box::pin(stdio::connect(spec, stdio, handler)).await?;
+            refuse_pimcp_itself(name, conn).await
+        }
         Transport::Http(http) => Box::pin(http::connect(spec, http, handler)).await,
         Transport::Socket(socket) => Box::pin(socket::connect(spec, socket, handler)).await,
     }
+}
+
+/// The `serverInfo.name` pimcp answers `initialize` and `server/discover` with.
+pub const PIMCP_SERVER_NAME: &str = "pimcp";
+
+/// A stdio server that answers the handshake as pimcp is pimcp started through a wrapper (`sh -c`, a script, `cargo
+/// run`) that the configuration check could not see through: it is closed (with its process tree) and refused for
+/// good, so a pimcp listed among its own servers never nests itself further. pimcp over HTTP is another instance, not
+/// this one, and stays allowed.
+async fn refuse_pimcp_itself<H: ClientHandler>(
+    server: String,
+    conn: Connection<H>,
+) -> Result<Connection<H>, ConnectError> {
+    if conn
+        .server_info
+        .as_ref()
+        .is_none_or(|info| info.name != PIMCP_SERVER_NAME)
+    {
+        return Ok(conn);
+    }
+    let pid = conn.pid;
+    conn.close(Duration::from_millis(500)).await;
+    tracing::warn!(%server, ?pid, "the server is pimcp itself; closed and not started again");
+    Err(ConnectError::Config {
+        server,
+        message: "this is pimcp itself (the server answered the handshake as pimcp); pimcp never runs itself as one \
+                  of its servers"
+            .into(),
+    })
 }

@@ -9,7 +9,7 @@ use pimcp_config::{
 };
 use serde_json::json;
 
-use crate::support::{Sandbox, server};
+use crate::support::{Sandbox, problems_of, server};
 
 fn file(kind: SourceKind, path: PathBuf) -> Origin {
     Origin::File { source: kind, path }
@@ -467,4 +467,42 @@ fn a_config_file_over_the_size_cap_is_skipped_naming_the_cap() {
             .any(|t| t.contains(".mcp.json") && t.contains("larger than the 16 MiB limit")),
         "{text:#?}"
     );
+}
+
+/// pimcp listed among its own servers (the README has users add `pimcp-run` to their hosts' configs, which pimcp may
+/// import or share): the entry is never started, and `config check` and status say it is pimcp itself and where it
+/// came from. A disabled entry stays disabled, without a warning.
+#[test]
+fn an_entry_that_starts_pimcp_itself_is_refused_and_reported_with_its_origin() {
+    let sb = Sandbox::new();
+    sb.write(
+        sb.home.join(".claude.json"),
+        r#"{"mcpServers": {"pimcp": {"command": "pimcp-run"}, "other": {"command": "node"}}}"#,
+    );
+    sb.write(
+        sb.global(),
+        r#"{"imports": ["claude-code"], "mcpServers": {
+            "me": {"command": "/usr/local/bin/pimcp-run", "args": ["--config", "x.json"], "lifecycle": "keep-alive"},
+            "off": {"command": "pimcp-run", "disabled": true}
+        }}"#,
+    );
+    let config = sb.load();
+    for (name, origin) in [("pimcp", "(import claude-code)"), ("me", "mcp.json")] {
+        let Availability::ConfigError { message } = &server(&config, name).availability else {
+            panic!("{name} is not refused: {:?}", server(&config, name).availability);
+        };
+        assert!(message.starts_with("this is pimcp itself"), "{message}");
+        assert!(message.contains(origin), "{message}");
+        let problems = problems_of(&config, name);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].field.as_deref(), Some("command"));
+        assert_eq!(problems[0].severity, Severity::Warning);
+    }
+    assert_eq!(server(&config, "other").availability, Availability::Available);
+    assert_eq!(server(&config, "off").availability, Availability::Disabled);
+    assert!(problems_of(&config, "off").is_empty());
+    assert!(pimcp_config::is_pimcp_command("pimcp-run"));
+    assert!(pimcp_config::is_pimcp_command("C:/tools/pimcp-run.exe"));
+    assert!(!pimcp_config::is_pimcp_command("pimcp-runner"));
+    assert!(!pimcp_config::is_pimcp_command("node"));
 }

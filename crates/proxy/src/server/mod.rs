@@ -51,7 +51,7 @@ const STDIO_SETTLE: Duration = Duration::from_millis(100);
 /// Quiet time after a catalog change before the surface is recomputed (coalesces `list_changed` storms).
 pub const SURFACE_DEBOUNCE: Duration = Duration::from_millis(50);
 /// The name `pimcp-run` reports in `serverInfo`.
-pub const SERVER_NAME: &str = "pimcp";
+pub const SERVER_NAME: &str = pimcp_actors::PIMCP_SERVER_NAME;
 
 /// Reloads the configuration on SIGHUP: returns the new config, or `None` to keep the running one (for
 /// instance because the new one has errors). Called on a blocking thread.

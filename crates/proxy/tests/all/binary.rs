@@ -281,3 +281,139 @@ fn the_spill_directory_of_a_killed_pimcp_run_is_swept_at_the_next_start() {
         "a clean exit removes its own directory"
     );
 }
+
+/// Every process below `root`, with its command line (Linux `/proc`).
+fn descendants(root: u32) -> Vec<(u32, String)> {
+    let mut parents = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
+        let ppid = fields.get(1).and_then(|p| p.parse::<u32>().ok()).unwrap_or(0);
+        let cmdline = std::fs::read(entry.path().join("cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        parents.push((pid, ppid, cmdline));
+    }
+    let mut found = vec![root];
+    let mut out = Vec::new();
+    while let Some(parent) = found.pop() {
+        for (pid, ppid, cmdline) in &parents {
+            if *ppid == parent {
+                found.push(*pid);
+                out.push((*pid, cmdline.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The pimcp-run processes below `root` that serve MCP (its guardian, `pimcp-run __pimcp_guardian__`, excluded).
+fn nested_pimcps(root: u32) -> Vec<(u32, String)> {
+    descendants(root)
+        .into_iter()
+        .filter(|(_, cmd)| cmd.contains("pimcp-run") && !cmd.contains(pimcp_actors::GUARDIAN_ARG))
+        .collect()
+}
+
+/// `pimcp-run` serving `servers` over stdio to a test host, in a temp HOME.
+async fn serve_config(servers: serde_json::Value) -> (tokio::process::Child, TestSession, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("mcp.json");
+    std::fs::write(&config, json!({ "mcpServers": servers }).to_string()).unwrap();
+    let mut child = tokio::process::Command::new(pimcp_run())
+        .arg("--config")
+        .arg(&config)
+        .current_dir(dir.path())
+        .env("HOME", dir.path().join("home"))
+        .env("PI_CODING_AGENT_DIR", dir.path().join("agent"))
+        .env_remove("MCP_DIRECT_TOOLS")
+        .env_remove("PIMCP_CONFIG_MODE")
+        .env_remove(pimcp_actors::process::NESTING_ENV)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let session = rmcp::ServiceExt::serve(TestHost::plain(), (stdout, stdin))
+        .await
+        .unwrap();
+    (child, session, dir)
+}
+
+type TestSession = rmcp::service::RunningService<rmcp::RoleClient, TestHost>;
+
+async fn status_text(session: &TestSession) -> String {
+    let mut params = rmcp::model::CallToolRequestParams::new("mcp");
+    params.arguments = json!({}).as_object().cloned();
+    text_of(&session.call_tool(params).await.unwrap())
+}
+
+/// A keep-alive entry that is pimcp-run itself is never started: one pimcp process tree (pimcp-run, its guardian and
+/// its other servers), and the model's status says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keep_alive_entry_naming_pimcp_run_is_never_started() {
+    let me = pimcp_run().to_string_lossy().into_owned();
+    let (child, session, _dir) = serve_config(json!({
+        "me": { "command": me, "lifecycle": "keep-alive" },
+        "fx": stdio(&[]),
+    }))
+    .await;
+    let pid = child.id().unwrap();
+    let status = status_text(&session).await;
+    assert!(status.contains("this is pimcp itself"), "{status}");
+    // Watch the tree for a while: with keep-alive, a pimcp that starts itself multiplies within milliseconds.
+    let end = tokio::time::Instant::now() + Duration::from_secs(2);
+    while tokio::time::Instant::now() < end {
+        let nested = nested_pimcps(pid);
+        assert!(nested.is_empty(), "pimcp started itself: {nested:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    session.cancel().await.unwrap();
+}
+
+/// pimcp behind a wrapper the configuration check cannot see through (`sh -c`, with keep-alive): the nested pimcp
+/// starts no server of its own at the nesting limit, answers the handshake as pimcp, and is closed for good. The
+/// tree stays bounded and ends with no nested pimcp-run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrapped_pimcp_among_its_own_servers_is_closed_and_the_tree_stays_bounded() {
+    let me = pimcp_run().to_string_lossy().into_owned();
+    let (child, session, _dir) = serve_config(json!({
+        "me": { "command": "sh", "args": ["-c", format!("exec '{me}'")], "lifecycle": "keep-alive" },
+        "fx": stdio(&[]),
+    }))
+    .await;
+    let pid = child.id().unwrap();
+    let mut most = 0;
+    let end = tokio::time::Instant::now() + DEADLINE;
+    let status = loop {
+        let status = status_text(&session).await;
+        most = most.max(nested_pimcps(pid).len());
+        if status.contains("this is pimcp itself") {
+            break status;
+        }
+        assert!(tokio::time::Instant::now() < end, "never refused: {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.contains("answered the handshake as pimcp"), "{status}");
+    wait_until("the nested pimcp-run to be gone", DEADLINE, || {
+        most = most.max(nested_pimcps(pid).len());
+        nested_pimcps(pid).is_empty()
+    })
+    .await;
+    // At most the nested one and, below it, one at the nesting limit that starts nothing.
+    assert!(most <= 2, "{most} nested pimcp-run processes at once");
+    session.cancel().await.unwrap();
+}
