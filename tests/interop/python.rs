@@ -62,3 +62,65 @@ async fn python_mcp_client_in_auto_mode_drives_pimcp_run() {
         "{invalid}"
     );
 }
+
+/// 70 stdio servers written with the Python `mcp` SDK (`tests/interop/server.py`), `protocol: auto`, connected at
+/// once on this small machine: Python's start-up alone keeps both cores busy, so many answer the `server/discover`
+/// probe after rmcp's 10 s probe deadline, when the `initialize` fallback has gone out. Every one connects and
+/// answers a call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seventy_python_sdk_servers_connected_at_once_all_connect() {
+    const SERVERS: usize = 70;
+    let dir = tempfile::tempdir().unwrap();
+    let script = Path::new(ROOT).join("tests/interop/server.py");
+    let mut servers = serde_json::Map::new();
+    for i in 0..SERVERS {
+        servers.insert(
+            format!("py{i}"),
+            json!({ "command": python(), "args": [script], "protocol": "auto", "startupTimeout": 300 }),
+        );
+    }
+    let config = pimcp_config::load_in_memory(
+        &json!({ "mcpServers": servers }),
+        &pimcp_config::LoadOptions::new(dir.path().join("home"), dir.path()),
+    );
+    let options = pimcp_actors::RuntimeOptions::new(config, dir.path().join("agent"), dir.path().join("data"));
+    let runtime = pimcp_actors::Runtime::start(options).await.unwrap();
+    let mut connects = tokio::task::JoinSet::new();
+    for i in 0..SERVERS {
+        let handle = runtime.handle();
+        connects.spawn(async move {
+            let name = format!("py{i}");
+            let connected = handle.connect(&name).await;
+            let pid = handle.status().server(&name).and_then(|s| s.pid);
+            (name, connected, pid)
+        });
+    }
+    let mut failures = Vec::new();
+    let mut pids = std::collections::BTreeSet::new();
+    while let Some(joined) = connects.join_next().await {
+        let (name, connected, pid) = joined.unwrap();
+        match connected {
+            Ok(()) => {
+                pids.insert(pid);
+            }
+            Err(e) => failures.push(format!("{name}: {e}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {SERVERS} failed: {failures:#?}",
+        failures.len()
+    );
+    assert_eq!(pids.len(), SERVERS, "every server has a process of its own");
+    let out = runtime
+        .handle()
+        .call(
+            "py69_echo",
+            json!({ "text": "still here" }).as_object().cloned(),
+            pimcp_actors::CallOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "still here");
+    runtime.shutdown(Duration::from_secs(20)).await;
+}

@@ -16,9 +16,7 @@ use super::Era;
 /// `legacy` → `initialize`; `2026-07-28` → `server/discover` only; `auto` → the remembered era if any, else
 /// `server/discover` falling back to `initialize`.
 pub(crate) fn lifecycle(mode: ProtocolMode, hint: Option<Era>) -> ClientLifecycleMode {
-    let discover = || ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    };
+    let discover = discover_only;
     match (mode, hint) {
         (ProtocolMode::Legacy, _) | (ProtocolMode::Auto, Some(Era::Legacy)) => ClientLifecycleMode::Initialize,
         (ProtocolMode::Stateless20260728, _) => discover(),
@@ -28,6 +26,13 @@ pub(crate) fn lifecycle(mode: ProtocolMode, hint: Option<Era>) -> ClientLifecycl
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             legacy_version: Some(ProtocolVersion::V_2025_11_25),
         },
+    }
+}
+
+/// `server/discover` only, for a server known to speak 2026-07-28.
+pub(crate) fn discover_only() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     }
 }
 

@@ -112,6 +112,22 @@ pub(super) async fn connect<H: ClientHandler + Clone>(
             ));
             retry.await.map_err(|f| f.into_error(&spec, false))
         }
+        // A 2026-07-28 server too slow for the probe's deadline (a busy machine, a slow start) answered
+        // `server/discover` after the `initialize` fallback went out, and now serves the new protocol on that stream
+        // and refuses `initialize`. It is modern: once more on a fresh process, `server/discover` only, waiting as
+        // long as the startup timeout allows.
+        Err(Failure::ServesModern { .. }) if is_auto => {
+            tracing::debug!(server = %name, "server refused initialize after a late server/discover; retrying with server/discover");
+            let retry = Box::pin(attempt(
+                &spec,
+                &plan,
+                &redactor,
+                handler,
+                handshake::discover_only(),
+                deadline,
+            ));
+            retry.await.map_err(|f| f.into_error(&spec, true))
+        }
         other => other.map_err(|f| f.into_error(&spec, discover_only)),
     }
 }
@@ -123,13 +139,18 @@ enum Failure {
         stderr: String,
         code: Option<i32>,
     },
+    /// `auto` only: the probe timed out and the `initialize` fallback was refused because the connection already
+    /// serves 2026-07-28 (the probe's answer came late).
+    ServesModern {
+        error: ConnectError,
+    },
     Error(ConnectError),
 }
 
 impl Failure {
     fn into_error(self, spec: &ConnectSpec, discover_only: bool) -> ConnectError {
         match self {
-            Failure::Error(e) => e,
+            Failure::Error(e) | Failure::ServesModern { error: e } => e,
             Failure::HungUp { stderr, .. } if discover_only => ConnectError::Protocol {
                 server: spec.server.name.clone(),
                 message:
@@ -241,6 +262,18 @@ async fn attempt<H: ClientHandler>(
             })
         }
         Step::Done(Err(error)) => {
+            if let rmcp::service::ClientInitializeError::JsonRpcError(data) = &error
+                && data.code == rmcp::model::ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+            {
+                child.kill_now().await;
+                return Err(Failure::ServesModern {
+                    error: ConnectError::Protocol {
+                        server: name,
+                        message: redactor.apply(&handshake::describe(&error)),
+                        stderr: tail.snapshot(),
+                    },
+                });
+            }
             if tokio::time::timeout(EXIT_AFTER_FAILURE, child.exited()).await.is_ok() {
                 return Err(exited_at_start(&name, &mut child, &tail).await);
             }

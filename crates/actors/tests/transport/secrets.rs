@@ -127,11 +127,14 @@ async fn pimcp_control_variables_never_reach_a_server_or_a_secret_command() {
         let get = |key: &str| env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
         assert_eq!(get("OWN_VAR"), Some("own-value"), "{guardian_mode}");
         assert_eq!(get("SEEN_BY_SECRET"), Some("unset"), "{guardian_mode}");
+        // The one variable of pimcp's a server sees is the nesting depth pimcp gives it.
+        assert_eq!(get(pimcp_actors::process::NESTING_ENV), Some("1"), "{guardian_mode}");
+        let control = |k: &str| k.starts_with("PIMCP_") && k != pimcp_actors::process::NESTING_ENV;
         assert!(
-            !env.iter().any(|(k, _)| k.starts_with("PIMCP_")),
+            !env.iter().any(|(k, _)| control(k)),
             "{guardian_mode}: the server inherited {:?}",
             env.iter()
-                .filter(|(k, _)| k.starts_with("PIMCP_"))
+                .filter(|(k, _)| control(k))
                 .map(|(k, _)| k)
                 .collect::<Vec<_>>()
         );
