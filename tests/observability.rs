@@ -269,9 +269,14 @@ async fn otlp_spans_link_proxy_request_tool_call_and_upstream_request_without_se
             .unwrap_or_else(|| panic!("the parent of {call:?} was not exported"));
         assert_eq!(request.name, "proxy_request");
         assert_eq!(request.attrs.get("mode").map(String::as_str), Some("call"));
+        let host = spans
+            .iter()
+            .find(|s| s.span_id == request.parent && s.trace_id == request.trace_id)
+            .unwrap_or_else(|| panic!("the parent of {request:?} was not exported"));
+        assert_eq!(host.name, "host_request");
         assert!(
-            request.parent.is_empty(),
-            "a host request starts its trace: {request:?}"
+            host.parent.is_empty(),
+            "a host request without a traceparent starts its trace: {host:?}"
         );
         let upstream = child(&spans, call, "upstream_request");
         assert_eq!(upstream.len(), 1, "{upstream:#?}");
@@ -313,6 +318,84 @@ async fn otlp_spans_link_proxy_request_tool_call_and_upstream_request_without_se
         assert!(!trace_text.contains(secret), "{secret} in the protocol trace");
         assert!(!log.contains(secret), "{secret} in the debug log:\n{log}");
     }
+}
+
+/// W3C trace context end to end: a host's `_meta.traceparent` parents pimcp's spans, and the upstream request
+/// carries pimcp's own `traceparent` in the same trace, so one trace id runs from host to server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_trace_id_runs_from_the_host_through_pimcp_to_the_upstream() {
+    const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const HOST_SPAN: &str = "00f067aa0ba902b7";
+    let (received, endpoint) = receiver().await;
+    let scratch = tempfile::tempdir().unwrap();
+    let log = scratch.path().join("fx.log");
+    let sandbox = Sandbox::new(json!({
+        "fx": { "command": mcp_fixture::bin_path(), "args": ["--event-log", log] },
+    }));
+    let mcp = serve(&sandbox, &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())]).await;
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.0.set_traceparent(format!("00-{TRACE_ID}-{HOST_SPAN}-01"));
+    meta.0.set_tracestate("vendor=value");
+    let mut params = rmcp::model::CallToolRequestParams::new("mcp").with_arguments(
+        json!({ "tool": "fx_echo", "args": { "text": "traced" } })
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    params.meta = Some(meta);
+    let result = mcp.client.call_tool(params).await.unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    mcp.close().await;
+
+    let upstream_parent = mcp_fixture::read_event_log(&log)
+        .into_iter()
+        .find(|e| e["event"] == "call")
+        .and_then(|e| e["traceparent"].as_str().map(str::to_owned))
+        .expect("the upstream call carried no traceparent");
+    let parts: Vec<&str> = upstream_parent.split('-').collect();
+    assert_eq!(parts.len(), 4, "{upstream_parent}");
+    assert_eq!(parts[1], TRACE_ID, "the upstream request left the host's trace");
+    assert_ne!(
+        parts[2], HOST_SPAN,
+        "the upstream's parent is pimcp's span, not the host's"
+    );
+
+    let trace = hex(TRACE_ID);
+    let arrived = || {
+        let spans = received.spans.lock().unwrap();
+        find(&spans, "upstream_request", &[])
+            .iter()
+            .any(|s| s.trace_id == trace)
+    };
+    assert!(
+        eventually(Duration::from_secs(10), async || arrived()).await,
+        "no upstream_request span in the host's trace: {:?}\n{}",
+        received.span_names(),
+        sandbox.log_text()
+    );
+    let spans = received.spans.lock().unwrap().clone();
+    let host = find(&spans, "host_request", &[]);
+    assert_eq!(host.len(), 1, "{host:#?}");
+    assert_eq!(host[0].trace_id, trace);
+    assert_eq!(
+        host[0].parent,
+        hex(HOST_SPAN),
+        "the host's span is the parent of pimcp's"
+    );
+    let upstream = find(&spans, "upstream_request", &[]);
+    assert_eq!(upstream.len(), 1, "{upstream:#?}");
+    assert_eq!(
+        hex(parts[2]),
+        upstream[0].span_id,
+        "the upstream's parent is the upstream_request span"
+    );
+}
+
+fn hex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,6 +21,7 @@ mod server;
 mod status;
 mod supervisor;
 mod trace;
+pub mod trace_context;
 pub mod transport;
 
 pub use auth::{AUTO_AUTH_WAIT, AuthMode, AuthOptions, AuthStatus, PendingLogin, ServerAuthStatus, TokenSource};

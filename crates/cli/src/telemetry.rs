@@ -70,6 +70,7 @@ pub(crate) fn init() -> Telemetry {
         match otel_layer(service_name(env)) {
             Ok((layer, provider)) => {
                 set_provider(Some(provider));
+                pimcp_actors::trace_context::set_propagator(W3cPropagator);
                 Some(layer)
             }
             Err(e) => {
@@ -258,6 +259,42 @@ fn otel_layer(service: Option<String>) -> anyhow::Result<(OtelLayer, SdkTracerPr
         .with_tracer(provider.tracer(TRACER_NAME))
         .with_filter(exported_targets());
     Ok((layer, provider))
+}
+
+/// W3C trace context through OpenTelemetry, for [`pimcp_actors::trace_context`]: installed with the exporter, so
+/// that a host's `traceparent` parents pimcp's spans and each upstream request carries pimcp's.
+struct W3cPropagator;
+
+impl pimcp_actors::trace_context::Propagator for W3cPropagator {
+    fn inject(&self, span: &tracing::Span) -> Option<pimcp_actors::trace_context::TraceContext> {
+        use opentelemetry::propagation::TextMapPropagator as _;
+        use opentelemetry::trace::TraceContextExt as _;
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        let context = span.context();
+        if !context.span().span_context().is_valid() {
+            return None;
+        }
+        let mut carrier = std::collections::HashMap::new();
+        opentelemetry_sdk::propagation::TraceContextPropagator::new().inject_context(&context, &mut carrier);
+        Some(pimcp_actors::trace_context::TraceContext {
+            traceparent: carrier.remove("traceparent")?,
+            tracestate: carrier.remove("tracestate").filter(|s| !s.is_empty()),
+        })
+    }
+
+    fn extract(&self, span: &tracing::Span, context: &pimcp_actors::trace_context::TraceContext) {
+        use opentelemetry::propagation::TextMapPropagator as _;
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        let mut carrier = std::collections::HashMap::new();
+        carrier.insert("traceparent".to_owned(), context.traceparent.clone());
+        if let Some(state) = &context.tracestate {
+            carrier.insert("tracestate".to_owned(), state.clone());
+        }
+        let parent = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&carrier);
+        if let Err(e) = span.set_parent(parent) {
+            tracing::debug!(error = %e, "the host's trace context could not parent the span");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -127,7 +127,10 @@ impl ServerHandler for ProxyServer {
         }
         let _busy = Busy::new(&self.inner);
         let peer = ctx.peer.clone();
-        with_caller(peer, self.answer_call(request, ctx)).await
+        // The host's trace context (`_meta.traceparent`) parents everything pimcp does for this call.
+        let span = tracing::info_span!("host_request", method = "tools/call");
+        pimcp_actors::trace_context::extract_from(&ctx.meta, &span);
+        with_caller(peer, self.answer_call(request, ctx)).instrument(span).await
     }
 
     async fn list_prompts(
