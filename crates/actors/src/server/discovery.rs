@@ -363,7 +363,10 @@ where
 }
 
 /// 2026-07-28 servers send `list_changed` only on a `subscriptions/listen` stream: open one for the advertised
-/// lists and forward its notifications like the ClientHandler does for initialize-era servers.
+/// lists and forward its notifications like the ClientHandler does for initialize-era servers. One stream per
+/// connection serves every host session (they share the server's catalog). A stream that ends while the connection
+/// lives (a server restarting its event source, a proxy timing the stream out) is opened again with the same filter,
+/// after a backoff, and every listed kind is refreshed then: notifications sent while it was closed are not lost.
 pub(super) fn spawn_listener(
     me: ActorRef<ServerMsg>,
     generation: u64,
@@ -372,54 +375,110 @@ pub(super) fn spawn_listener(
     caps: &rmcp::model::ServerCapabilities,
 ) {
     let mut builder = rmcp::model::SubscriptionFilter::builder();
-    let mut any = false;
+    let mut kinds = Vec::new();
     if caps.tools.as_ref().is_some_and(|t| t.list_changed == Some(true)) {
         builder = builder.tools_list_changed();
-        any = true;
+        kinds.push(ListKind::Tools);
     }
     if caps.resources.as_ref().is_some_and(|r| r.list_changed == Some(true)) {
         builder = builder.resources_list_changed();
-        any = true;
+        kinds.push(ListKind::Resources);
     }
     if caps.prompts.as_ref().is_some_and(|p| p.list_changed == Some(true)) {
         builder = builder.prompts_list_changed();
-        any = true;
+        kinds.push(ListKind::Prompts);
     }
-    if !any {
+    if kinds.is_empty() {
         return;
     }
     let filter = builder.build();
     tokio::spawn(async move {
-        let mut sub = tokio::select! {
-            r = peer.listen(filter) => match r {
+        let mut backoff = LISTEN_REOPEN_MIN;
+        let mut reopened = false;
+        loop {
+            let opened = tokio::select! {
+                r = peer.listen(filter.clone()) => r,
+                _ = stop.cancelled() => return,
+            };
+            let mut sub = match opened {
                 Ok(s) => s,
-                Err(e) => {
+                Err(e) if !reopened => {
                     tracing::debug!(error = %e, "subscriptions/listen refused; no list_changed for this connection");
                     return;
                 }
-            },
-            _ = stop.cancelled() => return,
-        };
-        loop {
-            let next = tokio::select! {
-                n = sub.next() => n,
-                _ = stop.cancelled() => {
-                    let _ = sub.cancel().await;
-                    return;
+                Err(e) => {
+                    tracing::debug!(error = %e, "reopening subscriptions/listen failed; trying again");
+                    if !sleep_or_stop(&stop, &mut backoff).await {
+                        return;
+                    }
+                    continue;
                 }
             };
-            let kind = match next {
-                Ok(Some(rmcp::model::ServerNotification::ToolListChangedNotification(_))) => ListKind::Tools,
-                Ok(Some(rmcp::model::ServerNotification::ResourceListChangedNotification(_))) => ListKind::Resources,
-                Ok(Some(rmcp::model::ServerNotification::PromptListChangedNotification(_))) => ListKind::Prompts,
-                Ok(Some(_)) => continue,
-                Ok(None) | Err(_) => return,
-            };
-            if me.send_message(ServerMsg::ListChanged { generation, kind }).is_err() {
+            if reopened {
+                // What changed while no stream was open.
+                for kind in &kinds {
+                    if me
+                        .send_message(ServerMsg::ListChanged {
+                            generation,
+                            kind: *kind,
+                        })
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+            let mut delivered = false;
+            loop {
+                let next = tokio::select! {
+                    n = sub.next() => n,
+                    _ = stop.cancelled() => {
+                        let _ = sub.cancel().await;
+                        return;
+                    }
+                };
+                let kind = match next {
+                    Ok(Some(rmcp::model::ServerNotification::ToolListChangedNotification(_))) => ListKind::Tools,
+                    Ok(Some(rmcp::model::ServerNotification::ResourceListChangedNotification(_))) => {
+                        ListKind::Resources
+                    }
+                    Ok(Some(rmcp::model::ServerNotification::PromptListChangedNotification(_))) => ListKind::Prompts,
+                    Ok(Some(_)) => continue,
+                    Ok(None) | Err(_) => break,
+                };
+                delivered = true;
+                if me.send_message(ServerMsg::ListChanged { generation, kind }).is_err() {
+                    return;
+                }
+            }
+            if peer.is_transport_closed() {
+                return;
+            }
+            tracing::debug!("the subscriptions/listen stream ended; opening it again");
+            reopened = true;
+            if delivered {
+                backoff = LISTEN_REOPEN_MIN;
+            }
+            if !sleep_or_stop(&stop, &mut backoff).await {
                 return;
             }
         }
     });
+}
+
+/// First wait before a `subscriptions/listen` stream that ended is opened again; it doubles up to
+/// [`LISTEN_REOPEN_MAX`] while streams keep ending without delivering anything.
+const LISTEN_REOPEN_MIN: std::time::Duration = std::time::Duration::from_millis(100);
+const LISTEN_REOPEN_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Sleeps `backoff` (then doubles it, bounded); false when `stop` fired first.
+async fn sleep_or_stop(stop: &CancellationToken, backoff: &mut std::time::Duration) -> bool {
+    let wait = *backoff;
+    *backoff = (*backoff * 2).min(LISTEN_REOPEN_MAX);
+    tokio::select! {
+        () = tokio::time::sleep(wait) => true,
+        _ = stop.cancelled() => false,
+    }
 }
 
 #[cfg(test)]

@@ -819,3 +819,42 @@ async fn a_killed_server_whose_grandchild_holds_stdout_is_noticed_and_restarts()
     );
     rt.shutdown(Duration::from_secs(10)).await;
 }
+
+/// A 2026-07-28 server whose `subscriptions/listen` stream ends while the connection lives: pimcp opens it again
+/// (same filter), and a tool list change made meanwhile still reaches the catalog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_that_ends_is_opened_again_and_changes_still_arrive() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fx.log");
+    let log_arg = log.to_string_lossy().into_owned();
+    let config = json!({"mcpServers": {"fx": {
+        "command": fixture(),
+        "args": ["--end-listen-after", "150", "--event-log", log_arg],
+        "protocol": "2026-07-28",
+    }}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    rt.connect("fx").await.unwrap();
+    let listens = || {
+        mcp_fixture::read_event_log(&log)
+            .iter()
+            .filter(|e| e["event"] == "listen")
+            .count()
+    };
+    wait_until(
+        "the listen stream to be opened three times",
+        Duration::from_secs(20),
+        || listens() >= 3,
+    )
+    .await;
+    assert!(rt.catalog().get("fx_echo").is_some());
+    rt.call("fx_remove_tool", args(json!({"name": "echo"})), CallOptions::default())
+        .await
+        .unwrap();
+    wait_until("the removed tool to leave the catalog", Duration::from_secs(20), || {
+        rt.catalog().get("fx_echo").is_none()
+    })
+    .await;
+    let pid = rt.status().server("fx").unwrap().pid;
+    assert!(pid.is_some(), "the connection stayed up");
+    rt.shutdown(Duration::from_secs(10)).await;
+}
