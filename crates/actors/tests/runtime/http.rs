@@ -81,3 +81,35 @@ async fn http_session_expiry_reinitializes_and_calls_succeed() {
     );
     rt.shutdown(Duration::from_secs(10)).await;
 }
+
+/// Forwarded Streamable HTTP requests carry the 2026-07-28 routing headers: `Mcp-Method` on every POST and
+/// `Mcp-Name` (the tool's upstream name) on `tools/call`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_http_requests_carry_mcp_method_and_mcp_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, port) = http_fixture(dir.path(), "headers", "127.0.0.1:0", &[]).await;
+    let config = json!({"mcpServers": {"web": {
+        "url": format!("http://127.0.0.1:{port}/mcp"), "protocol": "2026-07-28",
+    }}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    let out = rt
+        .call("web_echo", args(json!({"text": "routed"})), CallOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "routed");
+    let posts: Vec<serde_json::Value> = mcp_fixture::read_event_log(&dir.path().join("events.jsonl"))
+        .into_iter()
+        .filter(|e| e["event"] == "http-post")
+        .collect();
+    assert!(
+        posts
+            .iter()
+            .any(|e| e["mcpMethod"] == "tools/call" && e["mcpName"] == "echo"),
+        "{posts:#?}"
+    );
+    assert!(
+        posts.iter().all(|e| e["mcpMethod"].is_string()),
+        "a POST without Mcp-Method: {posts:#?}"
+    );
+    rt.shutdown(Duration::from_secs(10)).await;
+}
