@@ -295,6 +295,19 @@ pub(crate) async fn run_call(
                     Err(e) => return (Err(e), report),
                 }
             }
+            Ok(ServerResult::CreateTaskResult(created)) if tool.resource_uri.is_none() => {
+                report.responded = true;
+                let follow = crate::task::Follow {
+                    peer: &peer,
+                    tool: &tool,
+                    guards: &guards,
+                    input: &input,
+                    deadline: tokio::time::Instant::now() + timeout,
+                    cancel: user_cancel.as_ref(),
+                    progress: opts.progress.as_ref(),
+                };
+                return (Box::pin(crate::task::follow(follow, created.task)).await, report);
+            }
             Ok(result) => {
                 report.responded = true;
                 return (into_output(&tool, result), report);
@@ -491,7 +504,12 @@ async fn cancelled(token: Option<&CancellationToken>) {
 }
 
 /// Answers one round of `input_required` requests through the host's handlers.
-async fn fulfil(server: &str, tool: &str, input: &InputContext, requests: InputRequests) -> Result<InputResponses> {
+pub(crate) async fn fulfil(
+    server: &str,
+    tool: &str,
+    input: &InputContext,
+    requests: InputRequests,
+) -> Result<InputResponses> {
     let needs = |what: &str| Error::InputRequired {
         server: server.to_owned(),
         tool: tool.to_owned(),
@@ -552,7 +570,7 @@ async fn send_cancel(peer: &Peer<RoleClient>, id: rmcp::model::RequestId, reason
     .await;
 }
 
-fn into_output(tool: &CatalogTool, result: ServerResult) -> Result<ToolOutput> {
+pub(crate) fn into_output(tool: &CatalogTool, result: ServerResult) -> Result<ToolOutput> {
     let base = |content, structured_content, is_error, meta| ToolOutput {
         server: tool.server.clone(),
         tool: tool.name.clone(),

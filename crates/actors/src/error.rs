@@ -81,6 +81,15 @@ pub enum Error {
     #[error("server `{server}`: {message}")]
     Connection { server: String, message: String },
 
+    /// The server runs the call as a task that had not ended when the call's time was up; it goes on running.
+    #[error("tool `{tool}` on server `{server}` is still running as task `{task_id}` ({status})")]
+    TaskPending {
+        server: String,
+        tool: String,
+        task_id: String,
+        status: String,
+    },
+
     #[error("server `{server}` is unavailable ({reason}); next connect attempt in {}", fmt_duration(*retry_in))]
     Backoff {
         server: String,
@@ -176,7 +185,9 @@ impl Error {
     pub fn category(&self) -> ErrorCategory {
         match self {
             Error::NeedsAuth { .. } | Error::Auth { .. } => ErrorCategory::NeedsAuth,
-            Error::Timeout { .. } | Error::OperationTimeout { .. } => ErrorCategory::Timeout,
+            Error::Timeout { .. } | Error::OperationTimeout { .. } | Error::TaskPending { .. } => {
+                ErrorCategory::Timeout
+            }
             Error::Connection { .. } | Error::Backoff { .. } | Error::CrashLoop { .. } => ErrorCategory::Connection,
             Error::UnknownTool { .. } | Error::AmbiguousTool { .. } => ErrorCategory::UnknownTool,
             Error::UnknownServer { .. } | Error::Disabled { .. } | Error::Config { .. } => ErrorCategory::Config,

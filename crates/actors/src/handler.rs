@@ -271,6 +271,8 @@ impl ClientHandler for RuntimeClient {
         if self.allow_elicitation && self.handlers.elicitation.is_some() {
             caps.elicitation = ClientCapabilities::builder().enable_elicitation().build().elicitation;
         }
+        // A `tools/call` may be answered with a task handle: pimcp follows it (`task.rs`).
+        caps.extensions = ClientCapabilities::builder().enable_tasks().build().extensions;
         let mut config = ClientConfig::new(caps, Implementation::new("pimcp", env!("CARGO_PKG_VERSION")));
         // What `initialize` offers: the newest version that still has that handshake (rmcp's default is the
         // 2026-07-28 revision, which strict initialize-era servers echo back and then fail on). `server/discover`

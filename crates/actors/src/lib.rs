@@ -20,6 +20,7 @@ mod schema;
 mod server;
 mod status;
 mod supervisor;
+mod task;
 mod trace;
 pub mod trace_context;
 pub mod transport;

@@ -211,6 +211,45 @@ impl RuntimeHandle {
             .map_err(|_| Error::actor("the call was dropped by a stopping actor"))?
     }
 
+    /// Follows a task that a call to `tool` left running ([`Error::TaskPending`]) until it ends or `opts.timeout`
+    /// (the server's tool timeout by default) is up again; cancelling `opts.cancel` cancels the task. The server's
+    /// connection must still be the one that ran the task (a task lives on its server, but pimcp does not reconnect
+    /// to look for it).
+    pub async fn follow_task(&self, tool: &str, task_id: &str, opts: CallOptions) -> Result<ToolOutput> {
+        self.check_running()?;
+        let tool = match self.catalog_rx.borrow().resolve(tool, opts.server.as_deref()) {
+            Resolution::Found(tool) => tool,
+            _ => {
+                return Err(Error::UnknownTool {
+                    name: tool.to_owned(),
+                    server: opts.server.clone(),
+                    available: Vec::new(),
+                    suggestions: Vec::new(),
+                });
+            }
+        };
+        let Some((live, _ticket)) = self.shared.lanes.get(&tool.server).and_then(|lane| lane.enter()) else {
+            return Err(Error::Connection {
+                server: tool.server.clone(),
+                message: format!("the connection that ran task `{task_id}` is gone"),
+            });
+        };
+        let timeout = opts.timeout.unwrap_or(live.timeout);
+        let follow = crate::task::Follow {
+            peer: &live.peer,
+            tool: &tool,
+            guards: &live.guards,
+            input: &live.input,
+            deadline: tokio::time::Instant::now() + timeout,
+            cancel: opts.cancel.as_ref(),
+            progress: opts.progress.as_ref(),
+        };
+        let mut task = rmcp::model::Task::new(task_id.to_owned(), rmcp::model::TaskStatus::Working, "", "");
+        // Ask at once; the server's interval applies from its first answer on.
+        task.poll_interval_ms = Some(0);
+        Box::pin(crate::task::follow(follow, task)).await
+    }
+
     /// Connects a server (no-op when ready), closing its crash-loop breaker; waits for discovery.
     pub async fn connect(&self, server: &str) -> Result<()> {
         self.control(server, |reply| ServerMsg::Connect { force: false, reply })

@@ -1,5 +1,5 @@
 //! Parsing the `mcp` tool's parameters into one request, with this dispatch precedence:
-//! action > tool > connect > describe > instructions > search > server (list) > status.
+//! action > tool > task > connect > describe > instructions > search > server (list) > status.
 //!
 //! Parsing is strict where a mistake would silently do the wrong thing (unknown parameters, with a "did you mean" for
 //! common misspellings; unknown actions; negative offsets; `args` without `tool`) and lenient where intent is clear
@@ -12,9 +12,10 @@ use crate::search::{DEFAULT_LIMIT, MAX_LIMIT, SearchQuery};
 use crate::validate::parse_args;
 
 /// The `mcp` tool's parameters.
-pub const PARAMS: [&str; 11] = [
+pub const PARAMS: [&str; 12] = [
     "tool",
     "args",
+    "task",
     "server",
     "search",
     "regex",
@@ -64,6 +65,10 @@ pub enum ProxyRequest {
         tool: String,
         args: Map<String, Value>,
         server: Option<String>,
+    },
+    /// Follow a task a call left running: `handle` is `<tool>:<task id>`, as the pending call's answer gives it.
+    Task {
+        handle: String,
     },
     Connect {
         server: String,
@@ -140,6 +145,9 @@ pub fn parse_request(params: Option<&Value>) -> Result<ProxyRequest> {
             )),
             None => Error::InvalidArgs("`args` was given without `tool`: mcp({tool: \"name\", args: {…}})".to_string()),
         });
+    }
+    if let Some(handle) = text(params, "task")? {
+        return Ok(ProxyRequest::Task { handle });
     }
     if let Some(server) = text(params, "connect")? {
         return Ok(ProxyRequest::Connect { server });
@@ -476,7 +484,7 @@ mod tests {
             ),
             (
                 json!({"frob": 1}),
-                "parameter `frob` of the mcp tool is unknown; the parameters are tool, args, server, search, regex, limit, offset, describe, instructions, connect, action",
+                "parameter `frob` of the mcp tool is unknown; the parameters are tool, args, task, server, search, regex, limit, offset, describe, instructions, connect, action",
             ),
             (
                 json!({"args": {"tool": "echo", "args": {}}}),

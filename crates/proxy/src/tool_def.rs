@@ -19,6 +19,7 @@ const DESCRIPTION: &str = "\
 MCP server gateway. Set one mode; the first listed wins:
 action auth-start|auth-complete + server: OAuth (complete: args.redirectUrl)
 tool + args: call a tool; args = its parameters
+task H: follow a call still running as task H
 connect S: (re)connect server S
 describe T: full schema of tool T
 instructions S: usage notes of server S
@@ -142,6 +143,7 @@ fn input_schema() -> JsonObject {
         "properties": {
             "tool": string(),
             "args": {"type": "object"},
+            "task": string(),
             "server": string(),
             "search": string(),
             "regex": {"type": "boolean"},
@@ -175,8 +177,8 @@ mod tests {
         let len = json.chars().count();
         assert_eq!(len, json.len(), "ASCII only");
         assert!(len <= MAX_DEFINITION_CHARS, "{len}");
-        assert_eq!(len, 872, "the exact size; update docs when it changes");
-        insta::assert_snapshot!(json, @r###"{"name":"mcp","description":"MCP server gateway. Set one mode; the first listed wins:\naction auth-start|auth-complete + server: OAuth (complete: args.redirectUrl)\ntool + args: call a tool; args = its parameters\nconnect S: (re)connect server S\ndescribe T: full schema of tool T\ninstructions S: usage notes of server S\nsearch + server?, regex?, limit?, offset?: find tools\nserver S: list its tools\nnothing: status of all servers\nUnsure of a tool? Search or describe it first.","inputSchema":{"type":"object","properties":{"tool":{"type":"string"},"args":{"type":"object"},"server":{"type":"string"},"search":{"type":"string"},"regex":{"type":"boolean"},"limit":{"type":"integer"},"offset":{"type":"integer"},"describe":{"type":"string"},"instructions":{"type":"string"},"connect":{"type":"string"},"action":{"type":"string","enum":["auth-start","auth-complete"]}}}}"###);
+        assert_eq!(len, 944, "the exact size; update docs when it changes");
+        insta::assert_snapshot!(json, @r###"{"name":"mcp","description":"MCP server gateway. Set one mode; the first listed wins:\naction auth-start|auth-complete + server: OAuth (complete: args.redirectUrl)\ntool + args: call a tool; args = its parameters\ntask H: follow a call still running as task H\nconnect S: (re)connect server S\ndescribe T: full schema of tool T\ninstructions S: usage notes of server S\nsearch + server?, regex?, limit?, offset?: find tools\nserver S: list its tools\nnothing: status of all servers\nUnsure of a tool? Search or describe it first.","inputSchema":{"type":"object","properties":{"tool":{"type":"string"},"args":{"type":"object"},"task":{"type":"string"},"server":{"type":"string"},"search":{"type":"string"},"regex":{"type":"boolean"},"limit":{"type":"integer"},"offset":{"type":"integer"},"describe":{"type":"string"},"instructions":{"type":"string"},"connect":{"type":"string"},"action":{"type":"string","enum":["auth-start","auth-complete"]}}}}"###);
     }
 
     #[test]
@@ -190,6 +192,7 @@ mod tests {
             [
                 "tool",
                 "args",
+                "task",
                 "server",
                 "search",
                 "regex",

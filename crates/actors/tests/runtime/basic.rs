@@ -439,3 +439,94 @@ async fn a_caller_that_asks_receives_the_servers_progress() {
     }
     rt.shutdown(Duration::from_secs(5)).await;
 }
+
+/// Tasks (the 2026-07-28 tasks extension): a `tools/call` answered with a task handle is followed with `tasks/get`
+/// at the server's interval, its status messages arrive as progress, and its result is the call's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_answered_with_a_task_is_followed_to_its_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fx.log");
+    let config = json!({"mcpServers": {"fx": stdio(&["--task-calls", "--event-log", log.to_str().unwrap()])}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let opts = CallOptions {
+        progress: Some(tx),
+        ..CallOptions::default()
+    };
+    let out = rt.call("fx_slow", args(json!({"ms": 400})), opts).await.unwrap();
+    assert_eq!(out.text(), "slept 400 ms as a task");
+    let mut messages = Vec::new();
+    while let Ok(p) = rx.try_recv() {
+        messages.extend(p.message);
+    }
+    assert!(messages.contains(&"halfway".to_owned()), "{messages:?}");
+    let events = mcp_fixture::read_event_log(&log);
+    assert!(
+        events.iter().filter(|e| e["event"] == "task-get").count() >= 2,
+        "{events:#?}"
+    );
+    assert_eq!(events.iter().filter(|e| e["event"] == "task-done").count(), 1);
+    rt.shutdown(Duration::from_secs(10)).await;
+}
+
+/// Cancelling a call that runs as a task cancels the task upstream (`tasks/cancel`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_task_call_cancels_the_task_upstream() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fx.log");
+    let config = json!({"mcpServers": {"fx": stdio(&["--task-calls", "--event-log", log.to_str().unwrap()])}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let opts = CallOptions {
+        cancel: Some(cancel.clone()),
+        ..CallOptions::default()
+    };
+    let handle = rt.handle();
+    let call = tokio::spawn(async move { handle.call("fx_slow", args(json!({"ms": 600_000})), opts).await });
+    let events = || mcp_fixture::read_event_log(&log);
+    wait_until("the task to start", Duration::from_secs(20), || {
+        events().iter().any(|e| e["event"] == "task-started")
+    })
+    .await;
+    cancel.cancel();
+    let e = call.await.unwrap().unwrap_err();
+    assert!(e.to_string().contains("cancelled"), "{e}");
+    wait_until("the task to be cancelled upstream", Duration::from_secs(20), || {
+        events().iter().any(|e| e["event"] == "task-cancelled")
+    })
+    .await;
+    assert!(events().iter().any(|e| e["event"] == "task-cancel"));
+    rt.shutdown(Duration::from_secs(10)).await;
+}
+
+/// A task still running when the call's time is up is left running and reported with its id; following it later
+/// returns its result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_past_the_call_timeout_is_reported_and_can_be_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = json!({"mcpServers": {"fx": stdio(&["--task-calls"])}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    let opts = CallOptions {
+        timeout: Some(Duration::from_millis(300)),
+        ..CallOptions::default()
+    };
+    let e = rt.call("fx_slow", args(json!({"ms": 2000})), opts).await.unwrap_err();
+    let pimcp_actors::Error::TaskPending { task_id, .. } = &e else {
+        panic!("expected a pending task, got {e}");
+    };
+    assert_eq!(e.category(), pimcp_actors::ErrorCategory::Timeout);
+    let out = rt
+        .handle()
+        .follow_task(
+            "fx_slow",
+            task_id,
+            CallOptions {
+                timeout: Some(Duration::from_secs(30)),
+                ..CallOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.text(), "slept 2000 ms as a task");
+    rt.shutdown(Duration::from_secs(10)).await;
+}

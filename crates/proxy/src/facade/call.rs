@@ -111,6 +111,48 @@ impl Proxy {
         }
     }
 
+    /// Follows a task a call left running (`handle` = `<tool>:<task id>`, from the call's answer) until it ends or
+    /// the call's time is up again; rendered like the call's own result.
+    pub async fn follow_task(&self, handle: &str, ctx: &CallContext) -> ProxyResponse {
+        let Some((name, task_id)) = handle.split_once(':').filter(|(t, id)| !t.is_empty() && !id.is_empty()) else {
+            return ProxyError::new(
+                Category::Validation,
+                format!(
+                    "task {handle:?} is not a task handle: it is `<tool>:<task id>`, as a call still running gives it."
+                ),
+            )
+            .into();
+        };
+        let tool = match self.inner.runtime.catalog().resolve(name, None) {
+            Resolution::Found(tool) => tool,
+            _ => {
+                return self
+                    .runtime_error(
+                        RuntimeError::UnknownTool {
+                            name: name.to_owned(),
+                            server: None,
+                            available: Vec::new(),
+                            suggestions: Vec::new(),
+                        },
+                        None,
+                    )
+                    .into();
+            }
+        };
+        let opts = CallOptions {
+            server: Some(tool.server.clone()),
+            timeout: ctx.timeout,
+            cancel: ctx.cancel.clone(),
+            progress: ctx.progress.clone(),
+            ..CallOptions::default()
+        };
+        match self.inner.runtime.follow_task(&tool.name, task_id, opts).await {
+            Ok(output) => self.render(&tool, output),
+            Err(RuntimeError::ToolError { output, .. }) => self.render(&tool, *output),
+            Err(e) => self.runtime_error(e, Some(&tool.server)).into(),
+        }
+    }
+
     /// The compiled validator of `tool` for this very schema, if there is one.
     fn cached_validator(
         &self,

@@ -38,7 +38,7 @@ impl Proxy {
     /// Runs one request. pimcp's own texts (every mode but `call`, whose result the guard already cut) go through
     /// the output guard too, so no answer outgrows it whatever the number of servers and tools.
     async fn dispatch(&self, request: ProxyRequest, ctx: &CallContext) -> ProxyResponse {
-        if matches!(request, ProxyRequest::Call { .. }) {
+        if matches!(request, ProxyRequest::Call { .. } | ProxyRequest::Task { .. }) {
             return self.dispatch_inner(request, ctx).await;
         }
         let mut response = self.dispatch_inner(request, ctx).await;
@@ -58,6 +58,7 @@ impl Proxy {
             ProxyRequest::AuthStart { server } => respond(self.auth_start(&server).await),
             ProxyRequest::AuthComplete { server, input } => respond(self.auth_complete(&server, &input).await),
             ProxyRequest::Call { tool, args, server } => self.call(&tool, args, server.as_deref(), ctx).await,
+            ProxyRequest::Task { handle } => self.follow_task(&handle, ctx).await,
             ProxyRequest::Connect { server } => respond(self.connect(&server).await.map(|l| l.text())),
             ProxyRequest::Describe { tool, server } => {
                 respond(self.describe(&tool, server.as_deref()).await.map(|i| i.text()))
@@ -100,6 +101,7 @@ fn mode_name(request: &ProxyRequest) -> &'static str {
         ProxyRequest::AuthStart { .. } => "auth-start",
         ProxyRequest::AuthComplete { .. } => "auth-complete",
         ProxyRequest::Call { .. } => "call",
+        ProxyRequest::Task { .. } => "task",
         ProxyRequest::Connect { .. } => "connect",
         ProxyRequest::Describe { .. } => "describe",
         ProxyRequest::Instructions { .. } => "instructions",

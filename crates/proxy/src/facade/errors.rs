@@ -95,6 +95,20 @@ impl Proxy {
             RuntimeError::UnknownServer { server } => self.unknown_server(server),
             RuntimeError::NeedsAuth { server, .. } => ProxyError::new(Category::NeedsAuth, e.to_string())
                 .with_hint(format!("After logging in, mcp({{connect: {server:?}}}) connects it.")),
+            RuntimeError::TaskPending {
+                server, tool, task_id, ..
+            } => {
+                let exposed = self
+                    .inner
+                    .runtime
+                    .catalog()
+                    .tools()
+                    .find(|t| t.server == *server && t.original == *tool)
+                    .map_or_else(|| tool.clone(), |t| t.name.clone());
+                ProxyError::new(Category::Timeout, e.to_string()).with_hint(format!(
+                    "It goes on running. Get its result later with mcp({{task: \"{exposed}:{task_id}\"}})."
+                ))
+            }
             _ => ProxyError::new(category_of(e.category()), e.to_string()),
         }
     }

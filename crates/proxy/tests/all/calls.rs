@@ -371,3 +371,41 @@ async fn search_and_describe_mark_the_tools_that_need_approval() {
     assert!(add.text().contains("fx_add [needs approval]"), "{}", add.text());
     env.shutdown().await;
 }
+
+/// A tool the server runs as a task (the tasks extension): within the call's time the model gets the result; past
+/// it, a timeout naming the task and how to follow it, and `mcp({task})` returns the result once it is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_followed_and_one_past_the_timeout_is_handed_to_the_model() {
+    let env = start(json!({ "mcpServers": { "fx": {
+        "command": fixture(), "args": ["--task-calls"], "toolTimeout": 1,
+    }}}))
+    .await;
+    let quick = env.mcp(json!({ "tool": "fx_slow", "args": { "ms": 200 } })).await;
+    assert_eq!(quick.category, None, "{}", quick.text());
+    assert_eq!(quick.text(), "slept 200 ms as a task");
+
+    let slow = env.mcp(json!({ "tool": "fx_slow", "args": { "ms": 3000 } })).await;
+    assert_eq!(slow.category, Some(pimcp_proxy::Category::Timeout), "{}", slow.text());
+    let text = slow.text();
+    let handle = text
+        .split("mcp({task: \"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no task handle in: {text}"));
+    assert!(handle.starts_with("fx_slow:"), "{handle}");
+    // Each follow waits up to the tool timeout (1 s) again, and says the same while the task runs.
+    let mut followed = env.mcp(json!({ "task": handle })).await;
+    for _ in 0..20 {
+        if followed.category.is_none() {
+            break;
+        }
+        assert!(followed.text().contains(handle), "{}", followed.text());
+        followed = env.mcp(json!({ "task": handle })).await;
+    }
+    assert_eq!(followed.category, None, "{}", followed.text());
+    assert_eq!(followed.text(), "slept 3000 ms as a task");
+
+    let bad = env.mcp(json!({ "task": "no-handle" })).await;
+    assert_eq!(bad.category, Some(pimcp_proxy::Category::Validation), "{}", bad.text());
+    env.shutdown().await;
+}
