@@ -28,6 +28,10 @@ async fn code_flow_with_dynamic_registration_and_pkce() {
         serde_json::json!(["authorization_code", "refresh_token"])
     );
     assert_eq!(registrations[0]["token_endpoint_auth_method"], "none");
+    assert_eq!(
+        registrations[0]["application_type"], "native",
+        "a loopback redirect is a native client"
+    );
 
     let authorize = &fake.authorize_requests()[0];
     assert_eq!(authorize["code_challenge_method"], "S256");
