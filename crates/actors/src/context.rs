@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     /// Metadata-cache writes still running on the blocking pool; shutdown closes the tracker and waits for them, so
     /// the next start finds what this run discovered.
     pub cache_writes: tokio_util::task::TaskTracker,
+    /// Resources whose changes 2026-07-28 servers are asked for on their listen stream.
+    pub resource_interest: crate::resource_interest::ResourceInterest,
 }
 
 impl Shared {

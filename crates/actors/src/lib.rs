@@ -14,6 +14,7 @@ mod lane;
 mod naming;
 mod policy;
 pub mod process;
+mod resource_interest;
 mod router;
 mod runtime;
 mod schema;

@@ -362,12 +362,21 @@ impl RuntimeHandle {
         }
     }
 
-    /// `resources/subscribe` on `server` (connecting it when needed): its `notifications/resources/updated` for
-    /// `uri` then arrive as [`crate::ServerNotice::ResourceUpdated`]. A server that restarts forgets it; subscribe
-    /// again when it is ready. Legacy (initialize-era) servers only.
+    /// Subscribes to changes of `uri` on `server` (connecting it when needed): its `notifications/resources/updated`
+    /// for `uri` then arrive as [`crate::ServerNotice::ResourceUpdated`]. An initialize-era server gets
+    /// `resources/subscribe`, which it forgets when it restarts (subscribe again when it is ready); a 2026-07-28
+    /// server gets `uri` in the `resourceSubscriptions` of its listen stream, kept across reconnects until
+    /// [`RuntimeHandle::unsubscribe_resource`].
     #[allow(deprecated)] // resources/subscribe is legacy-only in rmcp
     pub async fn subscribe_resource(&self, server: &str, uri: &str) -> Result<()> {
         let (peer, timeout) = self.live_peer(server).await?;
+        if peer
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize())
+        {
+            self.shared.resource_interest.add(server, uri);
+            return Ok(());
+        }
         let params = rmcp::model::SubscribeRequestParams::new(uri);
         timed(server, "resources/subscribe", timeout, peer.subscribe(params)).await
     }
@@ -375,9 +384,16 @@ impl RuntimeHandle {
     /// `resources/unsubscribe` on `server`, if it is connected (a server that is not running has no subscription).
     #[allow(deprecated)] // resources/unsubscribe is legacy-only in rmcp
     pub async fn unsubscribe_resource(&self, server: &str, uri: &str) -> Result<()> {
+        self.shared.resource_interest.remove(server, uri);
         let Some((peer, timeout)) = self.control(server, |reply| ServerMsg::LivePeer { reply }).await? else {
             return Ok(());
         };
+        if peer
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize())
+        {
+            return Ok(());
+        }
         let params = rmcp::model::UnsubscribeRequestParams::new(uri);
         timed(server, "resources/unsubscribe", timeout, peer.unsubscribe(params)).await
     }
@@ -637,6 +653,7 @@ impl Runtime {
             auth: auth.clone(),
             trace: crate::trace::TraceSink::from_settings(&config.settings.trace, &agent_dir),
             cache_writes: Default::default(),
+            resource_interest: Default::default(),
         });
         shared.set_connect_budget(&config.servers);
         auth.attach(&shared);

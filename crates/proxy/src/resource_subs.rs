@@ -1,8 +1,9 @@
-//! Host resource subscriptions through `pimcp-run` (`resources/subscribe` / `resources/unsubscribe`, the
-//! initialize era): a URI is subscribed upstream, on the server that lists it or whose template matches it, once
-//! for all the host sessions that asked; the server's `notifications/resources/updated` for it go to those sessions.
-//! A server that restarts forgets its subscriptions, so they are made again each time it becomes ready. The last
-//! session to unsubscribe (or to go away) ends the upstream subscription.
+//! Host resource subscriptions through `pimcp-run`: `resources/subscribe` / `resources/unsubscribe` of
+//! initialize-era sessions, and the `resourceSubscriptions` of 2026-07-28 hosts' `subscriptions/listen` streams. A
+//! URI is subscribed upstream, on the server that lists it or whose template matches it, once for all the sessions
+//! and streams that asked; the server's `notifications/resources/updated` for it go to each of them. A server that
+//! restarts forgets its subscriptions, so they are made again each time it becomes ready. The last session to
+//! unsubscribe (or to go away, or the last stream to end) ends the upstream subscription.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use pimcp_actors::{RuntimeEvent, ServerNotice, ServerState};
 use rmcp::RoleServer;
 use rmcp::model::{InitializeRequestParams, ResourceUpdatedNotificationParam};
-use rmcp::service::Peer;
+use rmcp::service::{Peer, SubscriptionSink};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
@@ -25,13 +26,48 @@ pub(crate) struct ResourceSubs {
 
 struct Subscription {
     server: String,
-    sessions: Vec<Session>,
+    sessions: Vec<Subscriber>,
 }
 
-struct Session {
-    /// The session's identity: its initialize parameters, shared by every clone of its peer.
-    info: Arc<InitializeRequestParams>,
-    peer: Peer<RoleServer>,
+/// Who gets a URI's updates.
+enum Subscriber {
+    /// An initialize-era session; its identity is its initialize parameters, shared by every clone of its peer.
+    Session {
+        info: Arc<InitializeRequestParams>,
+        peer: Peer<RoleServer>,
+    },
+    /// A 2026-07-28 host's `subscriptions/listen` stream, by the key its `listen` was given.
+    Stream { key: u64, sink: SubscriptionSink },
+}
+
+impl Subscriber {
+    fn is_closed(&self) -> bool {
+        match self {
+            Subscriber::Session { peer, .. } => peer.is_transport_closed(),
+            Subscriber::Stream { .. } => false,
+        }
+    }
+
+    fn is_session(&self, info: &Arc<InitializeRequestParams>) -> bool {
+        matches!(self, Subscriber::Session { info: mine, .. } if Arc::ptr_eq(mine, info))
+    }
+
+    fn is_stream(&self, key: u64) -> bool {
+        matches!(self, Subscriber::Stream { key: mine, .. } if *mine == key)
+    }
+
+    async fn notify(&self, uri: &str) {
+        let sent = match self {
+            Subscriber::Session { peer, .. } => peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .await
+                .map_err(|e| e.to_string()),
+            Subscriber::Stream { sink, .. } => sink.notify_resource_updated(uri).await.map_err(|e| e.to_string()),
+        };
+        if let Err(e) = sent {
+            tracing::debug!(error = %e, "a host session did not take a resource update");
+        }
+    }
 }
 
 impl ResourceSubs {
@@ -86,19 +122,60 @@ impl ResourceSubs {
                 "resources/subscribe needs a session (the initialize era); this request has none.",
             ));
         };
+        let subscriber = Subscriber::Session {
+            info: info.clone(),
+            peer: peer.clone(),
+        };
+        self.add(proxy, server, uri, subscriber, |s| s.is_session(&info)).await
+    }
+
+    /// The `resourceSubscriptions` of a 2026-07-28 host's listen stream (`key` names the stream until
+    /// [`ResourceSubs::end_stream`]): each URI a server has is subscribed, the others are skipped. Returns the URIs
+    /// subscribed.
+    pub(crate) async fn subscribe_stream(&self, proxy: &Proxy, key: u64, sink: &SubscriptionSink) -> Vec<String> {
+        let mut subscribed = Vec::new();
+        for uri in sink.accepted().resource_subscriptions.iter().flatten() {
+            let Some(server) = proxy.resource_server(uri) else {
+                continue;
+            };
+            let subscriber = Subscriber::Stream {
+                key,
+                sink: sink.clone(),
+            };
+            match self.add(proxy, server, uri, subscriber, |s| s.is_stream(key)).await {
+                Ok(()) => subscribed.push(uri.clone()),
+                Err(e) => tracing::debug!(%uri, error = %e.text(), "a listen stream's resource was not subscribed"),
+            }
+        }
+        subscribed
+    }
+
+    /// The listen stream `key` ended: it leaves every URI it had.
+    pub(crate) async fn end_stream(&self, proxy: &Proxy, key: u64, uris: &[String]) {
+        for uri in uris {
+            self.leave(proxy, uri, |s| s.is_stream(key)).await;
+        }
+    }
+
+    /// Adds `subscriber` to `uri` (once: `same` finds it); the first one subscribes upstream.
+    async fn add(
+        &self,
+        proxy: &Proxy,
+        server: String,
+        uri: &str,
+        subscriber: Subscriber,
+        same: impl Fn(&Subscriber) -> bool,
+    ) -> Result<(), ProxyError> {
         let first = {
             let mut by_uri = self.lock();
             let sub = by_uri.entry(uri.to_owned()).or_insert_with(|| Subscription {
                 server: server.clone(),
                 sessions: Vec::new(),
             });
-            sub.sessions.retain(|s| !s.peer.is_transport_closed());
+            sub.sessions.retain(|s| !s.is_closed());
             let first = sub.sessions.is_empty();
-            if !sub.sessions.iter().any(|s| Arc::ptr_eq(&s.info, &info)) {
-                sub.sessions.push(Session {
-                    info,
-                    peer: peer.clone(),
-                });
+            if !sub.sessions.iter().any(&same) {
+                sub.sessions.push(subscriber);
             }
             first
         };
@@ -112,13 +189,18 @@ impl ResourceSubs {
     /// `resources/unsubscribe` from `peer`. The last session to leave a URI unsubscribes it upstream.
     pub(crate) async fn unsubscribe(&self, proxy: &Proxy, peer: &Peer<RoleServer>, uri: &str) {
         let info = peer.peer_info();
+        self.leave(proxy, uri, |s| info.as_ref().is_some_and(|i| s.is_session(i)))
+            .await;
+    }
+
+    /// Removes the subscribers `which` finds from `uri`; the last one to go unsubscribes upstream.
+    async fn leave(&self, proxy: &Proxy, uri: &str, which: impl Fn(&Subscriber) -> bool) {
         let server = {
             let mut by_uri = self.lock();
             let Some(sub) = by_uri.get_mut(uri) else {
                 return;
             };
-            sub.sessions
-                .retain(|s| !s.peer.is_transport_closed() && !info.as_ref().is_some_and(|i| Arc::ptr_eq(&s.info, i)));
+            sub.sessions.retain(|s| !s.is_closed() && !which(s));
             if !sub.sessions.is_empty() {
                 return;
             }
@@ -133,21 +215,28 @@ impl ResourceSubs {
 
     /// Sends `notifications/resources/updated` to the sessions subscribed to `uri` on `server`.
     async fn updated(&self, server: &str, uri: &str) {
-        let peers: Vec<Peer<RoleServer>> = {
+        let targets: Vec<Subscriber> = {
             let mut by_uri = self.lock();
             let Some(sub) = by_uri.get_mut(uri).filter(|s| s.server == server) else {
                 return;
             };
-            sub.sessions.retain(|s| !s.peer.is_transport_closed());
-            sub.sessions.iter().map(|s| s.peer.clone()).collect()
+            sub.sessions.retain(|s| !s.is_closed());
+            sub.sessions
+                .iter()
+                .map(|s| match s {
+                    Subscriber::Session { info, peer } => Subscriber::Session {
+                        info: info.clone(),
+                        peer: peer.clone(),
+                    },
+                    Subscriber::Stream { key, sink } => Subscriber::Stream {
+                        key: *key,
+                        sink: sink.clone(),
+                    },
+                })
+                .collect()
         };
-        for peer in peers {
-            if let Err(e) = peer
-                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
-                .await
-            {
-                tracing::debug!(error = %e, "a host session did not take a resource update");
-            }
+        for target in targets {
+            target.notify(uri).await;
         }
     }
 

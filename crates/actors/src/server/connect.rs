@@ -195,10 +195,15 @@ impl ServerActor {
                 );
                 if conn.era == Era::Stateless {
                     spawn_listener(
-                        myself.clone(),
-                        generation,
-                        peer.clone(),
-                        watch_stop.clone(),
+                        super::discovery::Listener {
+                            me: myself.clone(),
+                            generation,
+                            peer: peer.clone(),
+                            stop: watch_stop.clone(),
+                            resources: st.shared.resource_interest.watch(&st.cfg.name),
+                            board: st.shared.board.clone(),
+                            server: st.cfg.name.clone(),
+                        },
                         &conn.capabilities,
                     );
                 }

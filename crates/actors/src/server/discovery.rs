@@ -362,18 +362,35 @@ where
     }
 }
 
-/// 2026-07-28 servers send `list_changed` only on a `subscriptions/listen` stream: open one for the advertised
-/// lists and forward its notifications like the ClientHandler does for initialize-era servers. One stream per
-/// connection serves every host session (they share the server's catalog). A stream that ends while the connection
-/// lives (a server restarting its event source, a proxy timing the stream out) is opened again with the same filter,
-/// after a backoff, and every listed kind is refreshed then: notifications sent while it was closed are not lost.
-pub(super) fn spawn_listener(
-    me: ActorRef<ServerMsg>,
-    generation: u64,
-    peer: Peer<RoleClient>,
-    stop: CancellationToken,
-    caps: &rmcp::model::ServerCapabilities,
-) {
+/// What one connection's `subscriptions/listen` stream needs.
+pub(super) struct Listener {
+    pub me: ActorRef<ServerMsg>,
+    pub generation: u64,
+    pub peer: Peer<RoleClient>,
+    pub stop: CancellationToken,
+    /// The resources whose changes are wanted (`resourceSubscriptions`).
+    pub resources: tokio::sync::watch::Receiver<std::collections::BTreeSet<String>>,
+    pub board: crate::status::StatusBoard,
+    pub server: String,
+}
+
+/// 2026-07-28 servers send `list_changed` and `resources/updated` only on a `subscriptions/listen` stream: open one
+/// for the advertised lists and the resources wanted from this server, and forward its notifications like the
+/// ClientHandler does for initialize-era servers. One stream per connection serves every host session (they share
+/// the server's catalog and its resource subscriptions). A stream that ends while the connection lives (a server
+/// restarting its event source, a proxy timing the stream out) is opened again with the same filter, after a
+/// backoff, and every listed kind is refreshed then: notifications sent while it was closed are not lost. When the
+/// wanted resources change, the stream is replaced by one with the new filter.
+pub(super) fn spawn_listener(listener: Listener, caps: &rmcp::model::ServerCapabilities) {
+    let Listener {
+        me,
+        generation,
+        peer,
+        stop,
+        mut resources,
+        board,
+        server,
+    } = listener;
     let mut builder = rmcp::model::SubscriptionFilter::builder();
     let mut kinds = Vec::new();
     if caps.tools.as_ref().is_some_and(|t| t.list_changed == Some(true)) {
@@ -388,16 +405,34 @@ pub(super) fn spawn_listener(
         builder = builder.prompts_list_changed();
         kinds.push(ListKind::Prompts);
     }
-    if kinds.is_empty() {
+    let subscribable = caps.resources.as_ref().is_some_and(|r| r.subscribe == Some(true));
+    if kinds.is_empty() && !subscribable {
         return;
     }
-    let filter = builder.build();
+    let lists = builder.build();
     tokio::spawn(async move {
         let mut backoff = LISTEN_REOPEN_MIN;
         let mut reopened = false;
         loop {
+            let mut filter = lists.clone();
+            let wanted: Vec<String> = if subscribable {
+                resources.borrow_and_update().iter().cloned().collect()
+            } else {
+                Vec::new()
+            };
+            if kinds.is_empty() && wanted.is_empty() {
+                // Nothing to listen for yet: wait until a resource is wanted.
+                tokio::select! {
+                    changed = resources.changed() => if changed.is_err() { return },
+                    _ = stop.cancelled() => return,
+                }
+                continue;
+            }
+            if !wanted.is_empty() {
+                filter.resource_subscriptions = Some(wanted);
+            }
             let opened = tokio::select! {
-                r = peer.listen(filter.clone()) => r,
+                r = peer.listen(filter) => r,
                 _ = stop.cancelled() => return,
             };
             let mut sub = match opened {
@@ -429,9 +464,18 @@ pub(super) fn spawn_listener(
                 }
             }
             let mut delivered = false;
+            let mut refilter = false;
             loop {
                 let next = tokio::select! {
                     n = sub.next() => n,
+                    changed = resources.changed(), if subscribable => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        refilter = true;
+                        let _ = sub.cancel().await;
+                        break;
+                    }
                     _ = stop.cancelled() => {
                         let _ = sub.cancel().await;
                         return;
@@ -443,6 +487,14 @@ pub(super) fn spawn_listener(
                         ListKind::Resources
                     }
                     Ok(Some(rmcp::model::ServerNotification::PromptListChangedNotification(_))) => ListKind::Prompts,
+                    Ok(Some(rmcp::model::ServerNotification::ResourceUpdatedNotification(n))) => {
+                        delivered = true;
+                        board.emit_notice(crate::ServerNotice::ResourceUpdated {
+                            server: server.clone(),
+                            uri: n.params.uri,
+                        });
+                        continue;
+                    }
                     Ok(Some(_)) => continue,
                     Ok(None) | Err(_) => break,
                 };
@@ -453,6 +505,10 @@ pub(super) fn spawn_listener(
             }
             if peer.is_transport_closed() {
                 return;
+            }
+            if refilter {
+                tracing::debug!("the wanted resources changed; opening subscriptions/listen with the new filter");
+                continue;
             }
             tracing::debug!("the subscriptions/listen stream ended; opening it again");
             reopened = true;

@@ -858,3 +858,49 @@ async fn a_listen_stream_that_ends_is_opened_again_and_changes_still_arrive() {
     assert!(pid.is_some(), "the connection stayed up");
     rt.shutdown(Duration::from_secs(10)).await;
 }
+
+/// Resource subscriptions on a 2026-07-28 server (which has no `resources/subscribe`): the URI goes in the
+/// `resourceSubscriptions` of the connection's listen stream, whose updates arrive as notices; unsubscribing opens
+/// the stream again without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_07_28_server_reports_subscribed_resources_on_its_listen_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("fx.log");
+    let log_arg = log.to_string_lossy().into_owned();
+    let config = json!({"mcpServers": {"fx": {
+        "command": fixture(), "args": ["--event-log", log_arg], "protocol": "2026-07-28",
+    }}});
+    let rt = start_in(dir.path(), &config, tuning()).await;
+    let mut notices = rt.handle().server_notices();
+    rt.connect("fx").await.unwrap();
+    rt.handle().subscribe_resource("fx", "fixture://readme").await.unwrap();
+    let update = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if let Ok(pimcp_actors::ServerNotice::ResourceUpdated { server, uri }) = notices.recv().await {
+                return (server, uri);
+            }
+        }
+    })
+    .await
+    .expect("no resources/updated from the listen stream");
+    assert_eq!(update, ("fx".to_owned(), "fixture://readme".to_owned()));
+    let listens = || -> Vec<serde_json::Value> {
+        mcp_fixture::read_event_log(&log)
+            .into_iter()
+            .filter(|e| e["event"] == "listen")
+            .map(|e| e["resources"].clone())
+            .collect()
+    };
+    assert!(listens().contains(&json!(["fixture://readme"])), "{:?}", listens());
+    rt.handle()
+        .unsubscribe_resource("fx", "fixture://readme")
+        .await
+        .unwrap();
+    wait_until(
+        "the stream to be opened without the resource",
+        Duration::from_secs(20),
+        || listens().last() == Some(&json!([])),
+    )
+    .await;
+    rt.shutdown(Duration::from_secs(10)).await;
+}

@@ -73,24 +73,43 @@ impl ServerHandler for ProxyServer {
         peers.push(context.peer);
     }
 
-    fn accepted_subscription_filter(&self, _requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
-        // rmcp intersects this with what was requested and what `get_info` advertises.
-        Some(
-            SubscriptionFilter::builder()
-                .tools_list_changed()
-                .prompts_list_changed()
-                .resources_list_changed()
-                .build(),
-        )
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        // rmcp intersects this with what was requested and what `get_info` advertises. Resources are accepted when
+        // a server lists them or a template matches them.
+        let mut accepted = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        let known: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| self.inner.proxy.resource_server(uri).is_some())
+            .cloned()
+            .collect();
+        if !known.is_empty() {
+            accepted.resource_subscriptions = Some(known);
+        }
+        Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> std::result::Result<(), ErrorData> {
+        let sink = context.sink().clone();
         self.inner
             .sinks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(context.sink().clone());
+            .push(sink.clone());
+        // The stream's resources are subscribed upstream while it lasts.
+        let key = self
+            .inner
+            .next_stream
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let subs = &self.inner.subscriptions;
+        let uris = subs.subscribe_stream(&self.inner.proxy, key, &sink).await;
         context.cancelled().await;
+        subs.end_stream(&self.inner.proxy, key, &uris).await;
         Ok(())
     }
 

@@ -156,8 +156,10 @@ struct ServerInner {
     calls: CancellationToken,
     /// `logging/setLevel` per session and the `notifications/message` fan-out.
     log: crate::host_log::HostLog,
-    /// Hosts' `resources/subscribe`.
+    /// Hosts' `resources/subscribe` and the resources of their listen streams.
     subscriptions: crate::resource_subs::ResourceSubs,
+    /// Keys of listen streams (their resource subscriptions).
+    next_stream: std::sync::atomic::AtomicU64,
 }
 
 /// Counts one host request in flight.
@@ -242,6 +244,7 @@ impl ProxyServer {
                 calls: CancellationToken::new(),
                 log,
                 subscriptions,
+                next_stream: std::sync::atomic::AtomicU64::new(0),
             }),
         };
         server.spawn_watcher();

@@ -444,6 +444,57 @@ async fn a_2026_07_28_host_discovers_calls_and_listens_for_changes() {
     env.shutdown().await;
 }
 
+/// A 2026-07-28 host subscribes to a resource in its listen stream's `resourceSubscriptions`: pimcp subscribes it
+/// upstream (on a 2026-07-28 server, in that server's own listen stream) and relays the server's
+/// `notifications/resources/updated` on the host's stream; a URI no server has is not accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_07_28_host_gets_resource_updates_on_its_listen_stream() {
+    let env = start(json!({ "mcpServers": { "fx": {
+        "command": fixture(), "args": ["--event-log", "{dir}/fx.log"],
+    }}}))
+    .await;
+    env.mcp(json!({ "connect": "fx" })).await;
+    let (server_io, client_io) = tokio::io::duplex(1 << 20);
+    let served = tokio::spawn(pimcp_proxy::serve(
+        env.server(),
+        tokio::io::split(server_io),
+        tokio_util::sync::CancellationToken::new(),
+    ));
+    let client = TestHost::plain()
+        .serve_with_lifecycle(
+            tokio::io::split(client_io),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap();
+    let mut filter = SubscriptionFilter::builder().tools_list_changed().build();
+    filter.resource_subscriptions = Some(vec!["fixture://readme".into(), "nowhere://x".into()]);
+    let mut subscription = client.peer().listen(filter).await.unwrap();
+    let next = tokio::time::timeout(DEADLINE, async {
+        loop {
+            match subscription.next().await.unwrap() {
+                Some(ServerNotification::ResourceUpdatedNotification(n)) => return n.params.uri,
+                Some(_) => continue,
+                None => panic!("the stream ended"),
+            }
+        }
+    })
+    .await
+    .expect("no resources/updated on the host's stream");
+    assert_eq!(next, "fixture://readme");
+    let listens: Vec<Value> = events(&env.path("fx.log"))
+        .into_iter()
+        .filter(|e| e["event"] == "listen")
+        .map(|e| e["resources"].clone())
+        .collect();
+    assert!(listens.contains(&json!(["fixture://readme"])), "{listens:?}");
+    client.cancel().await.unwrap();
+    tokio::time::timeout(DEADLINE, served).await.unwrap().unwrap().unwrap();
+    env.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_progress_reaches_the_host_that_asked_for_it() {
     let env = start(one_server()).await;
