@@ -23,29 +23,22 @@ pub const DEFAULT_SPILL_BUDGET_BYTES: u64 = 256 * 1024 * 1024;
 /// Prefix of spill directories in the temporary directory.
 pub const SPILL_DIR_PREFIX: &str = "pimcp-output-";
 
-/// The start time of process `pid` (clock ticks after boot, field 22 of `/proc/PID/stat`); `None` when there is
-/// no such process.
-fn process_start(pid: u32) -> Option<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may contain spaces: count fields after the last `)`.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
+/// The file in each spill directory that its process holds locked for as long as it lives.
+const OWNER_LOCK: &str = "owner.lock";
 
-/// The owner a spill directory's name records: `pimcp-output-<pid>-<start>-<random>`.
-fn spill_owner(name: &str) -> Option<(u32, u64)> {
-    let mut parts = name.strip_prefix(SPILL_DIR_PREFIX)?.splitn(3, '-');
-    let pid = parts.next()?.parse().ok()?;
-    let start = parts.next()?.parse().ok()?;
-    parts.next()?;
-    Some((pid, start))
+/// Whether the process that made spill directory `dir` is gone: its [`OWNER_LOCK`] exists and can be locked (the OS
+/// drops a process's locks when it exits, however it exits). A directory without the file is not judged.
+fn owner_gone(dir: &Path) -> bool {
+    match fs::File::open(dir.join(OWNER_LOCK)) {
+        Ok(file) => file.try_lock().is_ok(),
+        Err(_) => false,
+    }
 }
 
 /// Removes the spill directories in `parent` whose owning process is gone and whose owner (uid) is that of `ours`,
-/// the directory just created. Directories without an owner in their name, symlinks and files are left alone.
+/// the directory just created. Directories without an owner lock, symlinks and files are left alone.
 fn sweep_orphans(parent: &Path, ours: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(uid) = fs::symlink_metadata(ours).map(|m| m.uid()) else {
+    let Ok(owner) = fs::symlink_metadata(ours).map(|m| same_owner_key(&m)) else {
         return;
     };
     let Ok(entries) = fs::read_dir(parent) else {
@@ -53,20 +46,33 @@ fn sweep_orphans(parent: &Path, ours: &Path) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some((pid, start)) = name.to_str().and_then(spill_owner) else {
+        if !name.to_str().is_some_and(|n| n.starts_with(SPILL_DIR_PREFIX)) {
             continue;
-        };
+        }
         let path = entry.path();
-        let owned_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == uid);
-        if path == ours || !owned_dir || process_start(pid) == Some(start) {
+        let owned_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && same_owner_key(&m) == owner);
+        if path == ours || !owned_dir || !owner_gone(&path) {
             continue;
         }
         match fs::remove_dir_all(&path) {
-            Ok(()) => {
-                tracing::debug!(path = %path.display(), pid, "removed the spill directory of a process that is gone")
-            }
+            Ok(()) => tracing::debug!(path = %path.display(), "removed the spill directory of a process that is gone"),
             Err(e) => tracing::debug!(path = %path.display(), error = %e, "could not remove a stale spill directory"),
         }
+    }
+}
+
+/// Who owns a file, as far as the sweep cares: the uid on Unix (the temporary directory is shared by all users);
+/// elsewhere every entry of the per-user temporary directory counts as the user's.
+fn same_owner_key(metadata: &fs::Metadata) -> u32 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        metadata.uid()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = metadata;
+        0
     }
 }
 
@@ -76,6 +82,8 @@ fn sweep_orphans(parent: &Path, ours: &Path) {
 #[derive(Debug)]
 pub struct SpillDir {
     dir: tempfile::TempDir,
+    /// [`OWNER_LOCK`], locked while this process lives.
+    _owner: fs::File,
     budget_bytes: u64,
     state: Mutex<SpillState>,
 }
@@ -96,16 +104,13 @@ impl SpillDir {
 
     /// A spill directory under `parent` whose files never total more than `budget_bytes`.
     ///
-    /// Its name carries this process's pid and start time (`pimcp-output-<pid>-<start>-<random>`). A process that
-    /// was killed never removes its directory, so each new one sweeps the spill directories in `parent` whose
-    /// owner is gone (no such pid, or a pid reused by a process that started at another time) and that belong to
-    /// the same user.
+    /// Its name carries this process's pid (`pimcp-output-<pid>-<random>`, for people), and it holds the file
+    /// `owner.lock` locked for as long as the process lives. A process that was killed never removes its directory,
+    /// so each new one sweeps the spill directories in `parent` that belong to the same user and whose lock is free:
+    /// their owner is gone. No process table is read, so the sweep works alike on every OS.
     pub fn new_in(parent: &Path, budget_bytes: u64) -> Result<SpillDir> {
         let mut builder = tempfile::Builder::new();
-        let prefix = match process_start(std::process::id()) {
-            Some(start) => format!("{SPILL_DIR_PREFIX}{}-{start}-", std::process::id()),
-            None => SPILL_DIR_PREFIX.to_string(),
-        };
+        let prefix = format!("{SPILL_DIR_PREFIX}{}-", std::process::id());
         builder.prefix(&prefix);
         #[cfg(unix)]
         {
@@ -117,9 +122,17 @@ impl SpillDir {
             path: parent.to_path_buf(),
             source,
         })?;
+        let owner = fs::File::create(dir.path().join(OWNER_LOCK))
+            .and_then(|file| file.try_lock().map(|()| file).map_err(std::io::Error::other))
+            .map_err(|source| Error::Spill {
+                action: "lock the owner file of",
+                path: dir.path().to_path_buf(),
+                source,
+            })?;
         sweep_orphans(parent, dir.path());
         Ok(SpillDir {
             dir,
+            _owner: owner,
             budget_bytes,
             state: Mutex::new(SpillState::default()),
         })
@@ -549,42 +562,53 @@ mod tests {
     #[test]
     fn a_new_spill_dir_sweeps_those_of_processes_that_are_gone_and_keeps_the_living() {
         let parent = tempfile::tempdir().unwrap();
-        let make = |name: &str| {
+        let make = |name: &str, lock: bool| {
             let dir = parent.path().join(name);
             fs::create_dir(&dir).unwrap();
             fs::write(dir.join("output-1.txt"), "spilled").unwrap();
+            if lock {
+                fs::write(dir.join(OWNER_LOCK), "").unwrap();
+            }
             dir
         };
-        // A process that is gone: a child that has exited and been reaped.
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        let of_dead = make(&format!("{SPILL_DIR_PREFIX}{dead}-12345-abc"));
-        // This pid, but another start time: the pid was reused.
-        let me = std::process::id();
-        let start = process_start(me).unwrap();
-        let reused = make(&format!("{SPILL_DIR_PREFIX}{me}-{}-abc", start + 1));
-        // Living owners: this process (another SpillDir of it) and a running child.
-        let mut sleeper = std::process::Command::new("sleep").arg("60").spawn().unwrap();
-        let living = make(&format!(
-            "{SPILL_DIR_PREFIX}{}-{}-abc",
-            sleeper.id(),
-            process_start(sleeper.id()).unwrap()
-        ));
+        // A process that is gone: its lock file is there, and nobody holds it.
+        let of_dead = make(&format!("{SPILL_DIR_PREFIX}4242-abc"), true);
+        // Another live process holds its lock: no process table is read to decide, so this holds where there is no
+        // `/proc`.
+        let living = make(&format!("{SPILL_DIR_PREFIX}4343-abc"), true);
+        let hold = "import fcntl, sys, time\nf = open(sys.argv[1])\nfcntl.flock(f, fcntl.LOCK_EX)\ntime.sleep(60)";
+        let mut holder = std::process::Command::new("python3")
+            .args(["-c", hold])
+            .arg(living.join(OWNER_LOCK))
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !fs::File::open(living.join(OWNER_LOCK)).unwrap().try_lock().is_err() {
+            assert!(std::time::Instant::now() < deadline, "flock never took the lock");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // A living SpillDir of this very process.
         let sibling = SpillDir::new_in(parent.path(), DEFAULT_SPILL_BUDGET_BYTES).unwrap();
-        // Not ours to judge: no owner in the name, or not a directory.
-        let unnamed = make(&format!("{SPILL_DIR_PREFIX}Xy12ab"));
-        let file = parent.path().join(format!("{SPILL_DIR_PREFIX}{dead}-1-abc"));
+        // Not ours to judge: no owner lock, or not a directory.
+        let unlocked = make(&format!("{SPILL_DIR_PREFIX}Xy12ab"), false);
+        let file = parent.path().join(format!("{SPILL_DIR_PREFIX}4444-abc"));
         fs::write(&file, "").unwrap();
 
         let spill = SpillDir::new_in(parent.path(), DEFAULT_SPILL_BUDGET_BYTES).unwrap();
         let name = spill.path().file_name().unwrap().to_str().unwrap().to_string();
-        assert_eq!(spill_owner(&name), Some((me, start)), "{name}");
+        assert!(
+            name.starts_with(&format!("{SPILL_DIR_PREFIX}{}-", std::process::id())),
+            "{name}"
+        );
         assert!(!of_dead.exists(), "the directory of a process that is gone is removed");
-        assert!(!reused.exists(), "a reused pid does not keep a dead owner's directory");
-        assert!(living.exists() && sibling.path().exists() && unnamed.exists() && file.exists());
-        sleeper.kill().unwrap();
-        sleeper.wait().unwrap();
+        assert!(living.exists(), "another live process's directory is kept");
+        assert!(sibling.path().exists() && unlocked.exists() && file.exists());
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        // Its owner gone, the next spill directory sweeps it.
+        let _next = SpillDir::new_in(parent.path(), DEFAULT_SPILL_BUDGET_BYTES).unwrap();
+        assert!(!living.exists(), "the directory of a process that ended is removed");
+        assert!(sibling.path().exists() && spill.path().exists());
     }
 
     #[test]
