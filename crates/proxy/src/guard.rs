@@ -583,7 +583,7 @@ mod tests {
             .spawn()
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !fs::File::open(living.join(OWNER_LOCK)).unwrap().try_lock().is_err() {
+        while fs::File::open(living.join(OWNER_LOCK)).unwrap().try_lock().is_ok() {
             assert!(std::time::Instant::now() < deadline, "flock never took the lock");
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
