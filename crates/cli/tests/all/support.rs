@@ -109,7 +109,8 @@ impl Sandbox {
     }
 
     /// Starts `pimcp-run ARGS` with its stderr closed (`pimcp-run 2>&-`, through `sh -c 'exec …'`: the child is
-    /// pimcp-run itself), stdin and stdout piped.
+    /// pimcp-run itself), stdin and stdout piped. Used by a Linux-only test (it reads `/proc`).
+    #[cfg(target_os = "linux")]
     pub fn spawn_with_closed_stderr(&self, args: &[&str]) -> std::process::Child {
         let inner = self.command(args);
         let mut command = Command::new("sh");
