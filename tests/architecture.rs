@@ -1,4 +1,5 @@
-//! Architecture invariants checked by reading `cargo metadata`: dependency arrows between workspace crates point one way.
+//! Architecture invariants: dependency arrows between workspace crates point one way (`cargo metadata`), every `.rs`
+//! file opens with a `//!` header, and a crate with an OS layer calls the OS only through it.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -146,5 +147,82 @@ fn every_rust_file_opens_with_a_module_doc() -> anyhow::Result<()> {
         "files without a `//!` header:\n{}",
         missing.join("\n")
     );
+    Ok(())
+}
+
+/// The OS calls of a crate whose OS layer is done: outside its `src/sys/`, `libc` and `std::os::{unix,windows}`
+/// appear only in test modules gated on the OS (`#[cfg(all(test, unix))]`, or a `#[cfg(unix)]` test). Returns the
+/// offending `file:line`s.
+fn ungated_os_calls(src: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    const OS_APIS: [&str; 3] = ["libc::", "std::os::unix", "std::os::windows"];
+    let mut found = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "sys") {
+                    stack.push(path);
+                }
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path)?;
+            // Everything after the OS-gated test module is test code for that OS.
+            let gated_tests = text.find("#[cfg(all(test, unix))]").unwrap_or(text.len());
+            let mut offset = 0;
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let start = offset;
+                offset += line.len() + 1;
+                if start >= gated_tests || !OS_APIS.iter().any(|api| line.contains(api)) {
+                    continue;
+                }
+                // A test function gated on the OS: its attribute is among the few lines above it.
+                let gated_fn = lines[..i]
+                    .iter()
+                    .rev()
+                    .take(40)
+                    .any(|l| l.trim_start().starts_with("#[cfg(unix)]"));
+                if !gated_fn || !text[..start].contains("mod tests") {
+                    found.push(format!("{}:{}", path.display(), i + 1));
+                }
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// `pimcp-config` reaches the operating system only through `src/sys/` (`unix.rs`, `windows.rs`).
+#[test]
+fn the_config_crate_calls_the_os_only_through_its_sys_layer() -> anyhow::Result<()> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/config/src");
+    let found = ungated_os_calls(&src)?;
+    assert!(
+        found.is_empty(),
+        "OS calls outside crates/config/src/sys:\n{}",
+        found.join("\n")
+    );
+    Ok(())
+}
+
+#[test]
+fn the_os_layer_check_finds_an_ungated_call() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(
+        dir.path().join("lib.rs"),
+        "//! x\nfn f() { unsafe { libc::getpid() }; }\n#[cfg(all(test, unix))]\nmod tests { use std::os::unix::fs::MetadataExt; }\n",
+    )?;
+    std::fs::create_dir(dir.path().join("sys"))?;
+    std::fs::write(
+        dir.path().join("sys/unix.rs"),
+        "//! x\nuse std::os::unix::fs::MetadataExt;\n",
+    )?;
+    let found = ungated_os_calls(dir.path())?;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].ends_with("lib.rs:2"), "{found:?}");
     Ok(())
 }

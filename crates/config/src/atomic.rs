@@ -2,7 +2,6 @@
 //! target. A reader sees the old file or the new one, never a torn one; a failure leaves the old file untouched.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// Replaces `path` with `contents`. An existing file keeps its permission bits; a new file gets `new_mode`.
@@ -15,7 +14,7 @@ pub(crate) fn write_atomic(path: &Path, contents: &[u8], new_mode: u32) -> std::
     };
     std::fs::create_dir_all(&dir)?;
     let mode = match std::fs::metadata(&target) {
-        Ok(meta) => meta.permissions().mode() & 0o7777,
+        Ok(meta) => crate::sys::permission_bits(&meta),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => new_mode,
         Err(err) => return Err(err),
     };
@@ -27,7 +26,7 @@ pub(crate) fn write_atomic(path: &Path, contents: &[u8], new_mode: u32) -> std::
         .prefix(&format!(".{file_name}."))
         .suffix(".tmp")
         .tempfile_in(&dir)?;
-    temp.as_file().set_permissions(std::fs::Permissions::from_mode(mode))?;
+    crate::sys::set_permission_bits(temp.as_file(), mode)?;
     temp.write_all(contents)?;
     temp.as_file().sync_all()?;
     temp.persist(&target).map_err(|err| err.error)?;
@@ -55,11 +54,11 @@ fn resolve_symlink(path: &Path) -> PathBuf {
     current
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     #[test]
     fn keeps_mode_and_replaces_inode() {

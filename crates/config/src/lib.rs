@@ -37,6 +37,7 @@ mod redact;
 mod schema;
 mod secret;
 mod spans;
+mod sys;
 mod trust;
 
 pub use edit::{

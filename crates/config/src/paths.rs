@@ -148,6 +148,7 @@ mod tests {
         assert_eq!(agent_dir(home, &env), PathBuf::from("/h/custom"));
     }
 
+    #[cfg(unix)] // Unix paths and XDG variables
     #[test]
     fn data_dir_order() {
         let home = Path::new("/h");

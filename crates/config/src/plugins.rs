@@ -115,17 +115,14 @@ pub(crate) fn load_plugin(dir: &Path, data_dir: &Path, problems: &mut Vec<Config
             ),
         }
     }
-    if has_stdio {
-        use std::os::unix::fs::DirBuilderExt;
-        if let Err(err) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&data) {
-            warn(
-                problems,
-                &data,
-                None,
-                None,
-                format!("cannot create the plugin data directory: {err}"),
-            );
-        }
+    if has_stdio && let Err(err) = crate::sys::private_dir(std::fs::DirBuilder::new().recursive(true)).create(&data) {
+        warn(
+            problems,
+            &data,
+            None,
+            None,
+            format!("cannot create the plugin data directory: {err}"),
+        );
     }
     Some(plugin)
 }

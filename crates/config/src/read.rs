@@ -4,7 +4,6 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 /// The cap for configuration files, host configs, imports, plugin manifests and trust records.
@@ -24,10 +23,7 @@ pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 /// Opens `path` for reading only when it is a regular file (or a symlink to one), as [`read_bounded`] does; for a
 /// reader that keeps the file open (pair it with [`read_capped`]).
 pub fn open_regular(path: &Path) -> io::Result<File> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
+    let file = crate::sys::open_without_blocking(std::fs::OpenOptions::new().read(true)).open(path)?;
     let kind = file.metadata()?.file_type();
     if !kind.is_file() {
         return Err(io::Error::new(
@@ -60,16 +56,8 @@ pub fn read_capped(reader: impl Read, limit: u64) -> io::Result<Vec<u8>> {
 fn describe(kind: std::fs::FileType) -> &'static str {
     if kind.is_dir() {
         "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
     } else {
-        "a special file"
+        crate::sys::special_kind(&kind)
     }
 }
 
@@ -85,7 +73,7 @@ fn human(bytes: u64) -> String {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;

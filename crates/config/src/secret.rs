@@ -13,7 +13,7 @@
 use std::ffi::OsStr;
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -217,41 +217,17 @@ fn run(command: &str, context: &str, options: &ResolveOptions) -> Result<Secret,
     outcome(context, status, output.bytes)
 }
 
-/// `sh -c <command>` leading a new process group, with pimcp's environment minus its control variables.
+/// The shell running `command` (`sh -c` on Unix, `cmd.exe /d /s /c` on Windows) leading a new process group, with
+/// pimcp's environment minus its control variables.
 fn spawn(command: &str, options: &ResolveOptions) -> std::io::Result<Child> {
-    use std::os::unix::process::CommandExt;
-
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .stdout(Stdio::piped());
+    let mut cmd = crate::sys::shell(command);
+    cmd.stdin(Stdio::null()).stderr(Stdio::null()).stdout(Stdio::piped());
     for (key, _) in std::env::vars_os().filter(|(key, _)| is_control_env(key)) {
         cmd.env_remove(key);
     }
-    cmd.process_group(0);
+    crate::sys::lead_new_group(&mut cmd);
     if let Some(cwd) = &options.cwd {
         cmd.current_dir(cwd);
-    }
-    #[cfg(target_os = "linux")]
-    {
-        let parent = std::process::id();
-        // SAFETY: runs between fork and exec; prctl and getppid are async-signal-safe and allocate nothing.
-        #[allow(unsafe_code)]
-        unsafe {
-            cmd.pre_exec(move || {
-                let signal = libc::c_ulong::from(libc::SIGKILL.unsigned_abs());
-                if libc::prctl(libc::PR_SET_PDEATHSIG, signal, 0, 0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // pimcp died between fork and prctl: the death signal would never come.
-                if u32::try_from(libc::getppid()).ok() != Some(parent) {
-                    return Err(std::io::Error::other("parent exited during spawn"));
-                }
-                Ok(())
-            });
-        }
     }
     cmd.spawn()
 }
@@ -259,8 +235,7 @@ fn spawn(command: &str, options: &ResolveOptions) -> std::io::Result<Child> {
 /// How a finished command's exit status and output become the secret or an error.
 fn outcome(context: &str, status: ExitStatus, output: Vec<u8>) -> Result<Secret, SecretError> {
     if !status.success() {
-        use std::os::unix::process::ExitStatusExt;
-        return Err(match (status.code(), status.signal()) {
+        return Err(match (status.code(), crate::sys::exit_signal(&status)) {
             (Some(code), _) => SecretError::Exit {
                 context: context.to_string(),
                 code,
@@ -300,18 +275,9 @@ fn kill_and_reap(pid: u32, child: &mut Child) {
     }
 }
 
-/// SIGKILLs the process group led by `pid` (the command was started with `process_group(0)`).
+/// Kills the process group led by `pid` (the command was started leading its own group).
 fn kill_group(pid: u32) {
-    let Ok(pgid) = libc::pid_t::try_from(pid) else {
-        return;
-    };
-    // SAFETY: killpg only sends a signal; it touches no memory. pgid is the group this module created for the
-    // command, and only the thread that reaps the leader calls this, before reaping it: the group id cannot have
-    // been recycled.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
-    }
+    crate::sys::kill_group(pid);
 }
 
 #[cfg(test)]
@@ -331,6 +297,7 @@ mod tests {
         assert_eq!(classify("plain", id), SecretValue::Plain(Secret::new("<plain>")));
     }
 
+    #[cfg(unix)] // `sh` syntax; Windows runs `cmd.exe` (`windows_*` tests)
     #[test]
     fn resolves_trimmed_output() {
         let secret = cmd("printf '  tok-123\\n'").resolve("env.TOKEN").unwrap();
@@ -343,6 +310,7 @@ mod tests {
         assert_eq!(secret.expose(), "v");
     }
 
+    #[cfg(unix)] // `sh` syntax; Windows runs `cmd.exe` (`windows_*` tests)
     #[test]
     fn non_zero_exit_names_context_not_output() {
         let err = cmd("echo leaked-output; exit 3")
@@ -360,12 +328,14 @@ mod tests {
         assert!(!text.contains("leaked"));
     }
 
+    #[cfg(unix)] // `sh` syntax; Windows runs `cmd.exe` (`windows_*` tests)
     #[test]
     fn empty_output_is_an_error() {
         let err = cmd("printf '  \\n'").resolve("bearerToken").unwrap_err();
         assert_eq!(err.to_string(), "`bearerToken` command returned empty output");
     }
 
+    #[cfg(unix)] // `sh` syntax; Windows runs `cmd.exe` (`windows_*` tests)
     #[test]
     fn too_much_output_is_an_error() {
         let options = ResolveOptions {
@@ -378,6 +348,7 @@ mod tests {
         assert_eq!(err.to_string(), "`env.BIG` command output exceeded 1 KiB");
     }
 
+    #[cfg(unix)] // `sh` syntax; Windows runs `cmd.exe` (`windows_*` tests)
     #[test]
     fn default_cap_is_64_kib() {
         let err = cmd("head -c 70000 /dev/zero | tr '\\0' x")
@@ -394,6 +365,7 @@ mod tests {
         assert_eq!(ok.expose().len(), 65000);
     }
 
+    #[cfg(unix)] // `sh` syntax; Windows runs `cmd.exe` (`windows_*` tests)
     #[test]
     fn stdin_is_closed() {
         // `cat` with a closed stdin ends at once with no output.
@@ -406,12 +378,14 @@ mod tests {
         );
     }
 
+    #[cfg(unix)] // `sh` syntax; Windows runs `cmd.exe` (`windows_*` tests)
     #[test]
     fn stderr_is_discarded() {
         let secret = cmd("echo noise >&2; echo value").resolve("env.X").unwrap();
         assert_eq!(secret.expose(), "value");
     }
 
+    #[cfg(unix)] // `sh` syntax; Windows runs `cmd.exe` (`windows_*` tests)
     #[test]
     fn timeout_kills_the_process_group() {
         let dir = tempfile::tempdir().unwrap();
@@ -455,6 +429,7 @@ mod tests {
     }
 
     /// Waits until `pid` no longer runs (gone, or a zombie waiting for its reaper).
+    #[cfg(unix)]
     fn wait_gone(pid: i32, deadline: Duration) -> bool {
         let end = std::time::Instant::now() + deadline;
         loop {
@@ -474,6 +449,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)] // `sh` syntax; Windows runs `cmd.exe` (`windows_*` tests)
     #[test]
     fn cancel_kills_the_process_group_at_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -504,9 +480,11 @@ mod tests {
     }
 
     /// Records what it is told.
+    #[cfg(unix)]
     #[derive(Debug, Default)]
     struct Recorder(std::sync::Mutex<Vec<(char, i32)>>);
 
+    #[cfg(unix)]
     impl GroupWatch for Recorder {
         fn watch(&self, pgid: i32) {
             self.0.lock().unwrap().push(('+', pgid));
@@ -516,6 +494,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)] // `sh` syntax; Windows runs `cmd.exe` (`windows_*` tests)
     #[test]
     fn the_guardian_watches_the_commands_group_while_it_runs() {
         let recorder = Arc::new(Recorder::default());
@@ -537,6 +516,7 @@ mod tests {
         assert!(!is_control_env(OsStr::new("MY_PIMCP_X")));
     }
 
+    #[cfg(unix)] // `sh` syntax; Windows runs `cmd.exe` (`windows_*` tests)
     #[test]
     fn cwd_is_used() {
         let dir = tempfile::tempdir().unwrap();
@@ -549,5 +529,23 @@ mod tests {
             std::path::Path::new(secret.expose()),
             dir.path().canonicalize().unwrap()
         );
+    }
+
+    #[cfg(windows)]
+    #[test]
+    fn windows_cmd_output_is_trimmed() {
+        let secret = cmd("echo   tok-123  ").resolve("env.TOKEN").unwrap();
+        assert_eq!(secret.expose(), "tok-123");
+    }
+
+    #[cfg(windows)]
+    #[test]
+    fn windows_cmd_exit_code_names_context_not_output() {
+        let err = cmd("echo leaked-output & exit /b 3")
+            .resolve("headers.Authorization")
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("headers.Authorization") && text.contains('3'), "{text}");
+        assert!(!text.contains("leaked-output"), "{text}");
     }
 }

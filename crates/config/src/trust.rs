@@ -216,22 +216,15 @@ fn read_store(data_dir: &Path) -> Result<TrustStore> {
 
 /// Read-modify-write of the store under an exclusive lock on `trust.json.lock`.
 fn update_store(data_dir: &Path, change: impl FnOnce(&mut TrustStore)) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let write_err = |path: &Path| {
         let path = path.to_path_buf();
         move |source| Error::Write { path, source }
     };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
+    crate::sys::private_dir(std::fs::DirBuilder::new().recursive(true))
         .create(data_dir)
         .map_err(write_err(data_dir))?;
     let lock_path = data_dir.join(format!("{TRUST_FILE}.lock"));
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
+    let lock = crate::sys::private_file(std::fs::OpenOptions::new().create(true).truncate(false).write(true))
         .open(&lock_path)
         .map_err(write_err(&lock_path))?;
     fs4::FileExt::lock(&lock).map_err(write_err(&lock_path))?;
@@ -248,7 +241,7 @@ fn update_store(data_dir: &Path, change: impl FnOnce(&mut TrustStore)) -> Result
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;

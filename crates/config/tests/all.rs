@@ -4,6 +4,8 @@
 
 #[path = "all/bad_input.rs"]
 mod bad_input;
+// Edits keep permission bits and replace inodes: Unix file metadata.
+#[cfg(unix)]
 #[path = "all/editing.rs"]
 mod editing;
 #[path = "all/interpolation.rs"]

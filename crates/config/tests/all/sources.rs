@@ -413,11 +413,13 @@ fn load_within(sb: &Sandbox, deadline: Duration) -> Option<pimcp_config::Config>
     rx.recv_timeout(deadline).ok()
 }
 
+#[cfg(unix)]
 fn mkfifo(path: &std::path::Path) {
     let made = std::process::Command::new("mkfifo").arg(path).status().unwrap();
     assert!(made.success(), "mkfifo {}", path.display());
 }
 
+#[cfg(unix)]
 #[test]
 fn a_project_file_that_is_dev_zero_or_a_fifo_is_a_problem_and_the_other_sources_still_load() {
     let sb = Sandbox::new();
