@@ -484,8 +484,9 @@ async fn cancelling_a_task_call_cancels_the_task_upstream() {
     let handle = rt.handle();
     let call = tokio::spawn(async move { handle.call("fx_slow", args(json!({"ms": 600_000})), opts).await });
     let events = || mcp_fixture::read_event_log(&log);
-    wait_until("the task to start", Duration::from_secs(20), || {
-        events().iter().any(|e| e["event"] == "task-started")
+    // Once pimcp polls the task it follows it (a cancel before the handle arrives cancels the request instead).
+    wait_until("pimcp to follow the task", Duration::from_secs(20), || {
+        events().iter().any(|e| e["event"] == "task-get")
     })
     .await;
     cancel.cancel();

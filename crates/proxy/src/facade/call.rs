@@ -77,14 +77,11 @@ impl Proxy {
         // Routes the upstream's requests during this call to the host session that made it.
         let _in_flight = bridge.and_then(|b| b.begin_call(&tool.server, &tool.name));
         let refusals_before = bridge.map(|b| b.refusals(&tool.server));
-        let opts = CallOptions {
-            server: Some(tool.server.clone()),
-            timeout: ctx.timeout,
-            cancel: ctx.cancel.clone(),
-            progress: ctx.progress.clone(),
-            ..CallOptions::default()
-        };
-        let outcome = self.inner.runtime.call(&tool.name, Some(args), opts).await;
+        let outcome = self
+            .inner
+            .runtime
+            .call(&tool.name, Some(args), call_options(tool, ctx))
+            .await;
         match outcome {
             Ok(output) => self.render(tool, output),
             Err(RuntimeError::ToolError { output, .. }) => {
@@ -139,13 +136,13 @@ impl Proxy {
                     .into();
             }
         };
-        let opts = CallOptions {
-            server: Some(tool.server.clone()),
-            timeout: ctx.timeout,
-            cancel: ctx.cancel.clone(),
-            progress: ctx.progress.clone(),
-            ..CallOptions::default()
-        };
+        // The task's input requests reach the host session that follows it.
+        let _in_flight = self
+            .inner
+            .bridge
+            .get()
+            .and_then(|b| b.begin_call(&tool.server, &tool.name));
+        let opts = call_options(&tool, ctx);
         match self.inner.runtime.follow_task(&tool.name, task_id, opts).await {
             Ok(output) => self.render(&tool, output),
             Err(RuntimeError::ToolError { output, .. }) => self.render(&tool, *output),
@@ -299,4 +296,15 @@ pub(crate) fn one_line(text: &str, max: usize) -> String {
         out.push('…');
     }
     out
+}
+
+/// The runtime's options for a call of `tool` made in `ctx`.
+fn call_options(tool: &CatalogTool, ctx: &CallContext) -> CallOptions {
+    CallOptions {
+        server: Some(tool.server.clone()),
+        timeout: ctx.timeout,
+        cancel: ctx.cancel.clone(),
+        progress: ctx.progress.clone(),
+        ..CallOptions::default()
+    }
 }

@@ -115,23 +115,8 @@ async fn a_host_that_quits_mid_call_has_the_call_cancelled_and_pimcp_run_exits_p
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("fx.log");
-    let config = dir.path().join("mcp.json");
     let args = ["--event-log", &log.to_string_lossy()];
-    std::fs::write(&config, json!({ "mcpServers": { "fx": stdio(&args) } }).to_string()).unwrap();
-    let mut child = tokio::process::Command::new(pimcp_run())
-        .arg("--config")
-        .arg(&config)
-        .current_dir(dir.path())
-        .env("HOME", dir.path().join("home"))
-        .env("PI_CODING_AGENT_DIR", dir.path().join("agent"))
-        .env_remove("MCP_DIRECT_TOOLS")
-        .env_remove("PIMCP_CONFIG_MODE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = spawn_serving(dir.path(), json!({ "fx": stdio(&args) }));
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
     let init = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -326,17 +311,16 @@ fn nested_pimcps(root: u32) -> Vec<(u32, String)> {
         .collect()
 }
 
-/// `pimcp-run` serving `servers` over stdio to a test host, in a temp HOME.
-async fn serve_config(servers: serde_json::Value) -> (tokio::process::Child, TestSession, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("mcp.json");
+/// `pimcp-run` serving `servers` (an `mcpServers` object) on piped stdio in `dir`, with a HOME there.
+fn spawn_serving(dir: &Path, servers: serde_json::Value) -> tokio::process::Child {
+    let config = dir.join("mcp.json");
     std::fs::write(&config, json!({ "mcpServers": servers }).to_string()).unwrap();
-    let mut child = tokio::process::Command::new(pimcp_run())
+    tokio::process::Command::new(pimcp_run())
         .arg("--config")
         .arg(&config)
-        .current_dir(dir.path())
-        .env("HOME", dir.path().join("home"))
-        .env("PI_CODING_AGENT_DIR", dir.path().join("agent"))
+        .current_dir(dir)
+        .env("HOME", dir.join("home"))
+        .env("PI_CODING_AGENT_DIR", dir.join("agent"))
         .env_remove("MCP_DIRECT_TOOLS")
         .env_remove("PIMCP_CONFIG_MODE")
         .env_remove(pimcp_actors::process::NESTING_ENV)
@@ -345,7 +329,13 @@ async fn serve_config(servers: serde_json::Value) -> (tokio::process::Child, Tes
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// `pimcp-run` serving `servers` over stdio to a test host, in a temp HOME.
+async fn serve_config(servers: serde_json::Value) -> (tokio::process::Child, TestSession, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = spawn_serving(dir.path(), servers);
     let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
     let session = rmcp::ServiceExt::serve(TestHost::plain(), (stdout, stdin))
         .await
