@@ -20,6 +20,8 @@ mod refresh;
 mod secret_service;
 #[path = "all/secrets.rs"]
 mod secrets;
+// File modes and the kernel keyring: Unix.
+#[cfg(unix)]
 #[path = "all/stores.rs"]
 mod stores;
 #[path = "all/support.rs"]
