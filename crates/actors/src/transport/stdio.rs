@@ -96,40 +96,27 @@ pub(super) async fn connect<H: ClientHandler + Clone>(
     let is_auto = matches!(lifecycle, ClientLifecycleMode::Auto { .. });
     let discover_only = matches!(lifecycle, ClientLifecycleMode::Discover { .. });
     let first = Box::pin(attempt(&spec, &plan, &redactor, handler.clone(), lifecycle, deadline));
-    match first.await {
-        // A legacy server may simply hang up on `server/discover` (rmcp-based ones exit cleanly): with `auto`, try
-        // once more with `initialize` on a fresh process. The negotiated era is remembered by the caller, so this
-        // costs one extra spawn per config change at most.
+    // With `auto`, two outcomes of the probe get one more attempt on a fresh process (never a second handshake on
+    // the same stream). The negotiated era is remembered by the caller, so this costs one extra spawn per config
+    // change at most.
+    let retry = match first.await {
+        // A legacy server may simply hang up on `server/discover` (rmcp-based ones exit cleanly): `initialize`.
         Err(Failure::HungUp { .. }) if is_auto => {
             tracing::debug!(server = %name, "server hung up on server/discover; retrying with initialize");
-            let retry = Box::pin(attempt(
-                &spec,
-                &plan,
-                &redactor,
-                handler,
-                ClientLifecycleMode::Initialize,
-                deadline,
-            ));
-            retry.await.map_err(|f| f.into_error(&spec, false))
+            ClientLifecycleMode::Initialize
         }
         // A 2026-07-28 server too slow for the probe's deadline (a busy machine, a slow start) answered
         // `server/discover` after the `initialize` fallback went out, and now serves the new protocol on that stream
-        // and refuses `initialize`. It is modern: once more on a fresh process, `server/discover` only, waiting as
-        // long as the startup timeout allows.
+        // and refuses `initialize`. It is modern: `server/discover` only, as long as the startup timeout allows.
         Err(Failure::ServesModern { .. }) if is_auto => {
             tracing::debug!(server = %name, "server refused initialize after a late server/discover; retrying with server/discover");
-            let retry = Box::pin(attempt(
-                &spec,
-                &plan,
-                &redactor,
-                handler,
-                handshake::discover_only(),
-                deadline,
-            ));
-            retry.await.map_err(|f| f.into_error(&spec, true))
+            handshake::discover_only()
         }
-        other => other.map_err(|f| f.into_error(&spec, discover_only)),
-    }
+        other => return other.map_err(|f| f.into_error(&spec, discover_only)),
+    };
+    let discover_only = matches!(retry, ClientLifecycleMode::Discover { .. });
+    let second = Box::pin(attempt(&spec, &plan, &redactor, handler, retry, deadline));
+    second.await.map_err(|f| f.into_error(&spec, discover_only))
 }
 
 /// How one spawn + handshake attempt failed.
