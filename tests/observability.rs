@@ -321,7 +321,8 @@ async fn otlp_spans_link_proxy_request_tool_call_and_upstream_request_without_se
 }
 
 /// W3C trace context end to end: a host's `_meta.traceparent` parents pimcp's spans, and the upstream request
-/// carries pimcp's own `traceparent` in the same trace, so one trace id runs from host to server.
+/// (`tools/call`, and `resources/read` too) carries pimcp's own `traceparent` in the same trace, so one trace id
+/// runs from host to server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_trace_id_runs_from_the_host_through_pimcp_to_the_upstream() {
     const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -345,7 +346,24 @@ async fn one_trace_id_runs_from_the_host_through_pimcp_to_the_upstream() {
     params.meta = Some(meta);
     let result = mcp.client.call_tool(params).await.unwrap();
     assert_ne!(result.is_error, Some(true), "{result:?}");
+    // A resource read carries the host's trace the same way.
+    const READ_SPAN: &str = "1111222233334444";
+    let mut read = rmcp::model::ReadResourceRequestParams::new("fixture://readme");
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.0.set_traceparent(format!("00-{TRACE_ID}-{READ_SPAN}-01"));
+    read.meta = Some(meta);
+    mcp.client.read_resource(read).await.unwrap();
     mcp.close().await;
+    let read_parent = mcp_fixture::read_event_log(&log)
+        .into_iter()
+        .find(|e| e["event"] == "read")
+        .and_then(|e| e["traceparent"].as_str().map(str::to_owned))
+        .expect("the upstream read carried no traceparent");
+    assert!(read_parent.contains(TRACE_ID), "{read_parent}");
+    assert!(
+        !read_parent.contains(READ_SPAN),
+        "the upstream's parent is pimcp's span: {read_parent}"
+    );
 
     let upstream_parent = mcp_fixture::read_event_log(&log)
         .into_iter()

@@ -190,9 +190,11 @@ pub(crate) async fn run_call(
             user_cancel: user_cancel.as_ref(),
         };
         let request = match &tool.resource_uri {
-            Some(uri) => ClientRequest::ReadResourceRequest(ReadResourceRequest::new(ReadResourceRequestParams::new(
-                uri.clone(),
-            ))),
+            Some(uri) => {
+                let mut params = ReadResourceRequestParams::new(uri.clone());
+                params.meta = crate::trace_context::request_meta(&upstream);
+                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params))
+            }
             None => {
                 let mut params = CallToolRequestParams::new(tool.original.clone());
                 params.arguments = args.clone();

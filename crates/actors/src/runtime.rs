@@ -337,6 +337,7 @@ impl RuntimeHandle {
     ) -> Result<rmcp::model::GetPromptResult> {
         let mut params = rmcp::model::GetPromptRequestParams::new(name);
         params.arguments = arguments;
+        params.meta = crate::trace_context::request_meta(&tracing::Span::current());
         let (peer, timeout) = self.live_peer(server).await?;
         match timed(server, "prompts/get", timeout, peer.get_prompt_once(params)).await? {
             rmcp::model::GetPromptResponse::Complete(r) => Ok(r),
@@ -350,7 +351,8 @@ impl RuntimeHandle {
 
     /// `resources/read` on one server (connecting it first when needed), within its request timeout.
     pub async fn read_resource(&self, server: &str, uri: &str) -> Result<rmcp::model::ReadResourceResult> {
-        let params = rmcp::model::ReadResourceRequestParams::new(uri);
+        let mut params = rmcp::model::ReadResourceRequestParams::new(uri);
+        params.meta = crate::trace_context::request_meta(&tracing::Span::current());
         let (peer, timeout) = self.live_peer(server).await?;
         match timed(server, "resources/read", timeout, peer.read_resource_once(params)).await? {
             rmcp::model::ReadResourceResponse::Complete(r) => Ok(r),

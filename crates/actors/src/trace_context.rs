@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use rmcp::model::MetaObject;
+use rmcp::model::{MetaObject, RequestMetaObject};
 
 /// The W3C trace context of a span, as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,4 +57,11 @@ pub fn extract_from(meta: &MetaObject, span: &tracing::Span) {
         tracestate: meta.get_tracestate().map(str::to_owned),
     };
     propagator.extract(span, &context);
+}
+
+/// A request's `_meta` carrying `span`'s context, or `None` when there is nothing to carry.
+pub(crate) fn request_meta(span: &tracing::Span) -> Option<RequestMetaObject> {
+    let mut meta = RequestMetaObject::default();
+    inject_into(&mut meta.0, span);
+    (!meta.0.0.is_empty()).then_some(meta)
 }

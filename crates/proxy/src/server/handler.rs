@@ -174,10 +174,11 @@ impl ServerHandler for ProxyServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<GetPromptResponse, ErrorData> {
         let _busy = Busy::new(&self.inner);
         let span = tracing::info_span!("proxy_request", mode = "prompt");
+        pimcp_actors::trace_context::extract_from(&ctx.meta, &span);
         match self
             .inner
             .proxy
@@ -262,10 +263,11 @@ impl ServerHandler for ProxyServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<ReadResourceResponse, ErrorData> {
         let _busy = Busy::new(&self.inner);
         let span = tracing::info_span!("proxy_request", mode = "resource");
+        pimcp_actors::trace_context::extract_from(&ctx.meta, &span);
         match self.inner.proxy.read_resource(&request.uri).instrument(span).await {
             Ok(result) => Ok(ReadResourceResponse::Complete(result)),
             Err(e) if e.category == Category::UnknownTool => {
