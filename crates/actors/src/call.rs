@@ -200,9 +200,7 @@ pub(crate) async fn run_call(
                 params.arguments = args.clone();
                 params.input_responses = input_responses.clone();
                 params.request_state = request_state.clone();
-                let mut meta = params.meta.take().unwrap_or_default();
-                crate::trace_context::inject_into(&mut meta.0, &upstream);
-                params.meta = (!meta.0.0.is_empty()).then_some(meta);
+                params.meta = crate::trace_context::request_meta(&upstream);
                 ClientRequest::CallToolRequest(CallToolRequest::new(params))
             }
         };

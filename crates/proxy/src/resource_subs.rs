@@ -30,6 +30,7 @@ struct Subscription {
 }
 
 /// Who gets a URI's updates.
+#[derive(Clone)]
 enum Subscriber {
     /// An initialize-era session; its identity is its initialize parameters, shared by every clone of its peer.
     Session {
@@ -221,19 +222,7 @@ impl ResourceSubs {
                 return;
             };
             sub.sessions.retain(|s| !s.is_closed());
-            sub.sessions
-                .iter()
-                .map(|s| match s {
-                    Subscriber::Session { info, peer } => Subscriber::Session {
-                        info: info.clone(),
-                        peer: peer.clone(),
-                    },
-                    Subscriber::Stream { key, sink } => Subscriber::Stream {
-                        key: *key,
-                        sink: sink.clone(),
-                    },
-                })
-                .collect()
+            sub.sessions.clone()
         };
         for target in targets {
             target.notify(uri).await;

@@ -131,8 +131,6 @@ pub struct JsonLines<Role: ServiceRole, P, R, W> {
     state: LineState,
     limit: usize,
     policy: P,
-    /// Messages the policy produced but rmcp has not taken yet (one per `receive`).
-    ready: VecDeque<RxJsonRpcMessage<Role>>,
     write: Arc<tokio::sync::Mutex<Option<W>>>,
     _role: PhantomData<fn() -> Role>,
 }
@@ -164,7 +162,6 @@ where
             state: LineState::default(),
             limit,
             policy,
-            ready: VecDeque::new(),
             write: Arc::new(tokio::sync::Mutex::new(Some(write))),
             _role: PhantomData,
         }
@@ -285,9 +282,6 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<Role>> {
         loop {
-            if let Some(message) = self.ready.pop_front() {
-                return Some(message);
-            }
             let vetted = match self.next_line().await {
                 Ok(Some(Read::Line(line))) => {
                     let line = line.strip_suffix(b"\r").unwrap_or(&line);
@@ -309,7 +303,7 @@ where
                 }
             };
             match vetted {
-                Vetted::Message(message) => self.ready.push_back(message),
+                Vetted::Message(message) => return Some(message),
                 Vetted::Answer(line) => self.answer(line),
                 Vetted::Skip => {}
             }
