@@ -1,51 +1,170 @@
 #!/usr/bin/env python3
-"""Runs the Windows build of mcp-fixture under Wine as a stdio MCP server: initialize, call `echo`, close stdin, and
-expect the answer and a clean exit. Usage: wine-smoke.py (from the repository root; builds it with .ci/cross/cargo)"""
+"""Runs the Windows builds of pimcp-run and mcp-fixture under Wine (usage: wine-smoke.py, from the repository root;
+builds both with .ci/cross/cargo):
+
+1. mcp-fixture.exe as a stdio MCP server: initialize, `echo`, a clean exit when stdin closes;
+2. the README's main job: `pimcp-run --config … call fixture_echo '{"text":"hello"}'` prints `hello`;
+3. `pimcp-run` serving over stdio: the fixture crashes during a call and the next call starts it again and answers;
+4. `pimcp-run.exe` killed (SIGKILL to its Wine process) while the fixture and a grandchild of it run: both are gone
+   after, because each server's Job Object dies with pimcp's handle to it.
+"""
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
-command = [os.path.join(here, "cargo"), "x86_64-pc-windows-gnu", "run", "--quiet", "-p", "mcp-fixture", "--bin",
-           "mcp-fixture"]
-proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-# A server that never answers must not hold CI: a blocked read ends when the process is killed.
-watchdog = threading.Timer(900, proc.kill)
-watchdog.daemon = True
-watchdog.start()
+TARGET = "x86_64-pc-windows-gnu"
+WINE = "/usr/lib/wine/wine64"
 
 
-def send(message):
-    proc.stdin.write((json.dumps(message) + "\n").encode())
-    proc.stdin.flush()
+def fail(message):
+    sys.exit(f"wine-smoke: {message}")
 
 
-def answer(wanted):
-    """The next line answering request `wanted` (within 600 s: the first run builds the fixture for Windows)."""
-    deadline = time.monotonic() + 600
+def setup_env():
+    """The environment .ci/cross/setup prints (Wine prefix, target directory)."""
+    line = subprocess.run(["bash", os.path.join(here, "setup")], check=True, capture_output=True,
+                          text=True).stdout.strip().splitlines()[-1]
+    env = dict(os.environ)
+    for pair in line.removeprefix("export ").split():
+        key, value = pair.split("=", 1)
+        env[key] = value
+    return env
+
+
+env = setup_env()
+subprocess.run([os.path.join(here, "cargo"), TARGET, "build", "--quiet", "-p", "pimcp-cli", "-p", "mcp-fixture",
+                "--bins"], check=True)
+exe_dir = os.path.join(env.get("CROSS_TARGET_DIR", os.path.join(env["CROSS_HOME"], "target")), TARGET, "debug")
+work = tempfile.mkdtemp(prefix="pimcp-wine-")
+# A copy under a name of its own, so that its processes (and its grandchild's) are told from any other fixture.
+fixture = os.path.join(work, "wine-smoke-fixture.exe")
+shutil.copy(os.path.join(exe_dir, "mcp-fixture.exe"), fixture)
+pimcp = os.path.join(exe_dir, "pimcp-run.exe")
+
+
+def win(path):
+    """The Windows path of a Linux path (Wine maps `/` to drive Z:)."""
+    return "Z:" + path.replace("/", "\\")
+
+
+class Session:
+    """A stdio MCP session with a process under Wine; a blocked read ends when the watchdog kills it."""
+
+    def __init__(self, argv):
+        self.proc = subprocess.Popen([WINE, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env, cwd=work)
+        self.watchdog = threading.Timer(300, self.proc.kill)
+        self.watchdog.daemon = True
+        self.watchdog.start()
+        self.next_id = 0
+
+    def send(self, message):
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def request(self, method, params):
+        self.next_id += 1
+        wanted = self.next_id
+        self.send({"jsonrpc": "2.0", "id": wanted, "method": method, "params": params})
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                fail(f"{method}: stdout closed before the answer")
+            message = json.loads(line)
+            if message.get("id") == wanted:
+                return message
+
+    def initialize(self):
+        init = self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                           "clientInfo": {"name": "wine-smoke", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return init
+
+    def close(self):
+        self.proc.stdin.close()
+        code = self.proc.wait(timeout=60)
+        self.watchdog.cancel()
+        return code
+
+
+def text_of(answer):
+    result = answer.get("result") or fail(f"no result: {answer}")
+    return "".join(block.get("text", "") for block in result.get("content", []))
+
+
+def our_processes():
+    """Linux pids of Wine processes running the fixture copy (the fixture and its `--sleep` grandchild)."""
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines() if "wine-smoke-fixture.exe" in line]
+
+
+def wait_until(what, condition, limit=30):
+    deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            sys.exit(f"wine-smoke: the server closed stdout before answering request {wanted}")
-        message = json.loads(line)
-        if message.get("id") == wanted:
-            return message
-    sys.exit(f"wine-smoke: no answer to request {wanted} within 600 s")
+        if condition():
+            return
+        time.sleep(0.2)
+    fail(f"{what} (waited {limit} s)")
 
 
-send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "wine-smoke", "version": "1"}}})
-init = answer(1)
+def write_config(name, args):
+    path = os.path.join(work, name)
+    with open(path, "w") as f:
+        json.dump({"mcpServers": {"fixture": {"command": win(fixture), "args": args}}}, f)
+    return win(path)
+
+
+# 1. The fixture alone.
+s = Session([fixture])
+init = s.initialize()
 assert init["result"]["serverInfo"]["name"] == "mcp-fixture", init
-send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hello"}}})
-call = answer(2)
-assert call["result"]["content"][0]["text"] == "hello", call
-proc.stdin.close()
-code = proc.wait(timeout=60)
-assert code == 0, f"exit code {code}"
-watchdog.cancel()
-print("wine-smoke: mcp-fixture.exe answered initialize and echo under Wine and exited 0")
+assert text_of(s.request("tools/call", {"name": "echo", "arguments": {"text": "hello"}})) == "hello"
+assert s.close() == 0, "mcp-fixture.exe did not exit 0 when stdin closed"
+print("wine-smoke: mcp-fixture.exe answered initialize and echo and exited 0")
+
+# 2. The README's main job.
+config = write_config("plain.json", [])
+run = subprocess.run([WINE, pimcp, "--config", config, "call", "fixture_echo", '{"text":"hello"}'],
+                     capture_output=True, text=True, env=env, cwd=work, timeout=300)
+if run.returncode != 0 or run.stdout.strip() != "hello":
+    fail(f"`pimcp-run call fixture_echo` exited {run.returncode}: stdout {run.stdout!r} stderr {run.stderr[-2000:]!r}")
+wait_until("the fixture is still running after `pimcp-run call` exited", lambda: not our_processes())
+print("wine-smoke: pimcp-run.exe --config … call fixture_echo '{\"text\":\"hello\"}' printed hello")
+
+# 3. A crash, then a recovered call.
+s = Session([pimcp, "--config", config])
+s.initialize()
+crashed = s.request("tools/call", {"name": "mcp", "arguments": {"tool": "fixture_crash", "args": {}}})
+if not (crashed.get("error") or crashed["result"].get("isError")):
+    fail(f"the crash call did not fail: {crashed}")
+again = text_of(s.request("tools/call", {"name": "mcp", "arguments": {"tool": "fixture_echo",
+                                                                       "args": {"text": "again"}}}))
+if "again" not in again:
+    fail(f"the call after the crash did not answer: {again!r}")
+assert s.close() == 0, "pimcp-run.exe did not exit 0 when stdin closed"
+wait_until("the fixture outlived pimcp-run's clean exit", lambda: not our_processes())
+print("wine-smoke: the fixture crashed during a call and the next call was answered by a new one")
+
+# 4. pimcp-run.exe killed: the fixture and its grandchild go with it.
+grandchild_pid = os.path.join(work, "grandchild.pid")
+config = write_config("grandchild.json", ["--spawn-grandchild", win(grandchild_pid)])
+s = Session([pimcp, "--config", config])
+s.initialize()
+assert "up" in text_of(s.request("tools/call", {"name": "mcp", "arguments": {"tool": "fixture_echo",
+                                                                          "args": {"text": "up"}}}))
+wait_until("the grandchild did not start", lambda: os.path.exists(grandchild_pid) and len(our_processes()) >= 2)
+running = our_processes()
+s.proc.send_signal(signal.SIGKILL)
+s.proc.wait(timeout=60)
+s.watchdog.cancel()
+wait_until(f"processes {running} (the fixture and its grandchild) outlived the killed pimcp-run",
+           lambda: not our_processes())
+print(f"wine-smoke: pimcp-run.exe killed; the fixture and its grandchild ({len(running)} processes) were gone after")
+shutil.rmtree(work, ignore_errors=True)

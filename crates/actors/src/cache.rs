@@ -344,17 +344,8 @@ fn open_private(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
     if truncate {
         opts.truncate(true);
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let f = opts.open(path)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    }
+    let f = pimcp_config::private_fs::file(&mut opts).open(path)?;
+    pimcp_config::private_fs::restrict(&f)?;
     Ok(f)
 }
 
@@ -379,6 +370,7 @@ mod tests {
         assert_eq!(write_buffer_len(u64::MAX), usize::MAX);
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_cache_that_is_a_device_or_a_fifo_reads_as_empty_at_once() {
         let dir = tempfile::tempdir().unwrap();

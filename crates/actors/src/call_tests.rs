@@ -307,6 +307,7 @@ async fn every_call_of_a_traced_connection_is_traced() {
 }
 
 /// A Unix socket bridged to a stdio fixture (as rmcp-mux serves one): calls, tool errors and resource reads.
+#[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_over_a_socket_connection() {
     let dir = tempfile::tempdir().unwrap();

@@ -21,6 +21,7 @@ mod schema;
 mod server;
 mod status;
 mod supervisor;
+mod sys;
 mod task;
 mod trace;
 pub mod trace_context;

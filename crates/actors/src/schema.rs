@@ -50,7 +50,7 @@ impl RawJson {
                 .ok_or_else(|| "schema range outside the cached text".to_owned()),
             Source::File(file) => {
                 let mut buf = vec![0; self.len as usize];
-                read_exact_at(file, &mut buf, u64::from(self.start))
+                crate::sys::read_exact_at(file, &mut buf, u64::from(self.start))
                     .map_err(|e| format!("reading the metadata cache file: {e}"))?;
                 String::from_utf8(buf)
                     .map(Cow::Owned)
@@ -58,25 +58,6 @@ impl RawJson {
             }
         }
     }
-}
-
-#[cfg(unix)]
-fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-}
-
-#[cfg(windows)]
-fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            n => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The text being deserialized and where it lives, while [`with_source`] runs on this thread.
@@ -87,6 +68,8 @@ struct Reading {
 }
 
 thread_local! {
+    // Already `const`; clippy's lint misreads std's expansion of it for some targets (Windows).
+    #[allow(clippy::missing_const_for_thread_local)]
     static READING: RefCell<Option<Reading>> = const { RefCell::new(None) };
 }
 

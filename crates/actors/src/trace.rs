@@ -157,7 +157,7 @@ impl TraceSink {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Appended::Reopen),
             Err(e) => return Err(e),
         };
-        if inode(&current) != open.ino {
+        if pimcp_config::private_fs::identity(&current) != open.ino {
             return Ok(Appended::Reopen);
         }
         let len = current.len();
@@ -183,37 +183,15 @@ enum Appended {
 
 fn open_append(path: &Path) -> std::io::Result<OpenFile> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        let mut builder = std::fs::DirBuilder::new();
-        builder.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder.create(parent)?;
+        pimcp_config::private_fs::dir(std::fs::DirBuilder::new().recursive(true)).create(parent)?;
     }
-    let mut options = std::fs::OpenOptions::new();
-    options.append(true).create(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let file = options.open(path)?;
-    let meta = file.metadata()?;
+    let file = pimcp_config::private_fs::file(std::fs::OpenOptions::new().append(true).create(true)).open(path)?;
     // A file that already existed keeps its mode from creation; make sure it is private.
-    #[cfg(unix)]
-    if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o077 != 0 {
-        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
-    }
+    pimcp_config::private_fs::restrict(&file)?;
     Ok(OpenFile {
-        ino: inode(&meta),
+        ino: pimcp_config::private_fs::identity(&file.metadata()?),
         file,
     })
-}
-
-#[cfg(unix)]
-fn inode(meta: &std::fs::Metadata) -> u64 {
-    std::os::unix::fs::MetadataExt::ino(meta)
-}
-
-#[cfg(not(unix))]
-fn inode(_meta: &std::fs::Metadata) -> u64 {
-    0
 }
 
 /// What one server's connect attempts need to trace: the runtime's sink and the server's name.

@@ -7,8 +7,11 @@ mod transport {
     pub mod support;
 
     mod http;
+    // Process groups, signals and parent death (Unix; Windows jobs are checked under Wine by `.ci/cross`).
+    #[cfg(unix)]
     mod lifecycle;
     mod secrets;
+    #[cfg(unix)]
     mod socket;
     mod sse;
     mod stdio;

@@ -293,14 +293,15 @@ fn try_lock(path: &Path) -> Result<Option<std::fs::File>> {
     if let Some(dir) = path.parent() {
         crate::store::create_private_dir(dir)?;
     }
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true).write(true).create(true).truncate(false);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    let file = options.open(path).map_err(io("cannot open lock file"))?;
+    let file = pimcp_config::private_fs::file(
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+    )
+    .open(path)
+    .map_err(io("cannot open lock file"))?;
     match fs4::FileExt::try_lock(&file) {
         Ok(()) => Ok(Some(file)),
         Err(fs4::TryLockError::WouldBlock) => Ok(None),

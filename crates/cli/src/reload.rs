@@ -105,11 +105,10 @@ pub(crate) fn judge(running: &Config, next: &Config) -> Verdict {
 /// Watches the config files of `running` (and SIGHUP) and applies valid changes to `proxy` until aborted.
 pub(crate) fn spawn(opts: LoadOptions, proxy: Proxy, running: Config) -> JoinHandle<()> {
     tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut hup = match signal(SignalKind::hangup()) {
+        let mut hup = match pimcp_proxy::reload_signal() {
             Ok(s) => Some(s),
             Err(e) => {
-                tracing::warn!(error = %e, "cannot install a SIGHUP handler; config files are still watched");
+                tracing::debug!(error = %e, "no reload signal; config files are still watched");
                 None
             }
         };

@@ -30,6 +30,7 @@ mod model;
 mod paths;
 mod plugins;
 mod preview;
+pub mod private_fs;
 mod problems;
 mod raw;
 mod read;

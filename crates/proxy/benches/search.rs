@@ -482,6 +482,7 @@ fn stats(mut samples: Vec<Duration>) -> Stats {
 
 /// CPU time of this thread: unlike wall-clock time it excludes time spent descheduled, which dominates the tail
 /// on a shared 2-core machine.
+#[cfg(unix)]
 fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `clock_gettime` writes one `timespec` through a valid, exclusive pointer; no other memory is touched.
@@ -491,6 +492,12 @@ fn thread_cpu_time() -> Duration {
         return Duration::ZERO;
     }
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// No thread CPU clock is read on other systems (the figures in docs/benchmarks.md come from Linux): zero.
+#[cfg(not(unix))]
+fn thread_cpu_time() -> Duration {
+    Duration::ZERO
 }
 
 /// Wall-clock and thread CPU time of one call.

@@ -175,8 +175,12 @@ fn cpu_time(pid: u32) -> Duration {
         .iter()
         .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<u64>().ok()))
         .sum();
+    #[cfg(unix)]
     #[allow(unsafe_code)] // sysconf reads a constant of the running system
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    // No `/proc` elsewhere: the ticks are zero and so is the time.
+    #[cfg(not(unix))]
+    let per_second = 100;
     Duration::from_micros(ticks * 1_000_000 / per_second)
 }
 

@@ -62,18 +62,9 @@ fn sweep_orphans(parent: &Path, ours: &Path) {
 }
 
 /// Who owns a file, as far as the sweep cares: the uid on Unix (the temporary directory is shared by all users);
-/// elsewhere every entry of the per-user temporary directory counts as the user's.
-fn same_owner_key(metadata: &fs::Metadata) -> u32 {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt as _;
-        metadata.uid()
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = metadata;
-        0
-    }
+/// on Windows every entry of the per-user temporary directory counts as the user's.
+fn same_owner_key(metadata: &fs::Metadata) -> Option<u32> {
+    crate::sys::owner(metadata)
 }
 
 /// A private directory of spill files, removed (with its files) on drop.
@@ -112,14 +103,14 @@ impl SpillDir {
         let mut builder = tempfile::Builder::new();
         let prefix = format!("{SPILL_DIR_PREFIX}{}-", std::process::id());
         builder.prefix(&prefix);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            builder.permissions(fs::Permissions::from_mode(0o700));
-        }
         let dir = builder.tempdir_in(parent).map_err(|source| Error::Spill {
             action: "create spill directory in",
             path: parent.to_path_buf(),
+            source,
+        })?;
+        pimcp_config::private_fs::restrict_dir(dir.path()).map_err(|source| Error::Spill {
+            action: "restrict spill directory",
+            path: dir.path().to_path_buf(),
             source,
         })?;
         let owner = fs::File::create(dir.path().join(OWNER_LOCK))
@@ -172,12 +163,7 @@ impl SpillDir {
         state.next_id += 1;
         let path = self.dir.path().join(format!("{stem}-{:06}.{ext}", state.next_id));
         let mut options = OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600);
-        }
+        pimcp_config::private_fs::file(options.write(true).create_new(true));
         let write = || -> std::io::Result<()> {
             let mut file = options.open(&path)?;
             file.write_all(bytes)?;

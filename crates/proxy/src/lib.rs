@@ -23,6 +23,7 @@ mod search;
 mod server;
 mod shapes;
 mod stdio;
+mod sys;
 mod text;
 mod tool_def;
 mod uri_template;
@@ -57,6 +58,7 @@ pub use server::{
 };
 pub use shapes::{DEFAULT_SHAPE_CHARS, MAX_ENUM_VALUES, MAX_REF_DEPTH, shape, shape_within};
 pub use stdio::{HostStdin, HostStdout, host_stdio};
+pub use sys::{DirectStdin, DirectStdout, ReloadSignal, StopSignal, StopSignals, reload_signal, stop_signals};
 pub use text::{
     APPROVAL_MARK, CATEGORY_META_KEY, Category, INSTRUCTIONS_PREVIEW_CHARS, ProxyError, ServerLine, ServerState,
     SkippedServer, human_duration, instructions_text, list_text, plural, search_text, status_text, text_result,

@@ -28,7 +28,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::sys;
+use crate::sys;
 
 /// argv\[1\] that switches a binary into guardian mode.
 pub const GUARDIAN_ARG: &str = "__pimcp_guardian__";
@@ -42,7 +42,7 @@ pub fn guardian_main_if_requested() {
     let mut args = std::env::args_os();
     let _exe = args.next();
     if args.next().as_deref() == Some(OsStr::new(GUARDIAN_ARG)) {
-        sys::ignore_signals(&[libc::SIGINT, libc::SIGHUP, libc::SIGTERM]);
+        sys::ignore_stop_signals();
         // Holds no directory busy (an unmount, a deleted project directory).
         let _ = std::env::set_current_dir("/");
         std::process::exit(run_guardian(std::io::stdin().lock()));
@@ -73,7 +73,7 @@ fn run_guardian(input: impl std::io::BufRead) -> i32 {
         }
     }
     for pgid in groups {
-        let _ = sys::signal_group(pgid, libc::SIGKILL);
+        sys::kill_group(pgid);
     }
     0
 }
@@ -257,20 +257,19 @@ fn keep(shared: &std::sync::Weak<Shared>, exe: &Path) {
 }
 
 fn spawn_guardian(exe: &Path) -> std::io::Result<Child> {
-    use std::os::unix::process::CommandExt as _;
-    Command::new(exe)
+    let mut cmd = Command::new(exe);
+    // Its own group: a terminal's Ctrl-C to pimcp's group does not reach it.
+    sys::own_process_group(&mut cmd)
         .arg(GUARDIAN_ARG)
         .env_clear()
         .current_dir("/")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
-        // Its own group: a terminal's Ctrl-C to pimcp's group does not reach it.
-        .process_group(0)
         .spawn()
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;

@@ -1,15 +1,18 @@
 //! Child processes of stdio servers: spawning in an own process group watched by the runtime's guardian, the bounded
 //! shutdown sequence, the stderr tail, and `npx`/`npm exec` resolution. Every OS-specific call of the runtime goes
-//! through `sys` (Linux today; see docs/ARCHITECTURE.md for what a port needs).
+//! through `crate::sys` (process groups on Unix, a Job Object per server on Windows).
 //!
 //! Invariant: a [`ChildProcess`] never leaves anything running behind it. [`ChildProcess::shutdown`] ends the
 //! leader and sweeps the group before reaping the leader (an unreaped zombie keeps the group id reserved, so the
 //! sweep can never hit a recycled group), and `Drop` kills the group when shutdown was skipped.
 
+#[cfg(unix)]
+mod guardian;
+#[cfg(windows)]
+#[path = "no_guardian.rs"]
 mod guardian;
 mod npx;
 mod stderr;
-pub(crate) mod sys;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -17,8 +20,10 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
+use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop};
 use tokio::process::{ChildStdin, ChildStdout};
+
+use crate::sys::{self, Stop};
 
 pub use guardian::{GUARDIAN_ARG, Guardian, guardian_main_if_requested};
 pub use npx::{NpxResolution, resolve_npx};
@@ -97,6 +102,10 @@ impl Default for ProcessOptions {
 impl ProcessOptions {
     /// The guardian executable to use, if any (see [`GuardianMode`]).
     pub fn guardian_executable(&self) -> Option<PathBuf> {
+        if cfg!(windows) {
+            // Each server's Job Object does the guardian's job there.
+            return None;
+        }
         match &self.guardian {
             GuardianMode::Disabled => None,
             GuardianMode::Path(p) => Some(p.clone()),
@@ -132,21 +141,21 @@ fn find_guardian_auto() -> Option<PathBuf> {
 }
 
 pub(crate) fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    sys::is_executable(path)
 }
 
-/// Finds `program` the way `execvp` would, but with the child's `PATH` and working directory.
+/// Finds `program` the way `execvp` would (with `PATHEXT` on Windows), but with the child's `PATH` and working
+/// directory.
 pub(crate) fn find_program(program: &str, path_var: Option<&OsString>, cwd: &Path) -> Option<PathBuf> {
-    if program.contains('/') {
+    if sys::names_a_path(program) {
         let p = Path::new(program);
         let p = if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) };
-        return is_executable(&p).then_some(p);
+        return sys::command_files(p).into_iter().find(|p| is_executable(p));
     }
     let path_var = path_var?;
     std::env::split_paths(path_var)
         .map(|dir| if dir.is_absolute() { dir } else { cwd.join(dir) })
-        .map(|dir| dir.join(program))
+        .flat_map(|dir| sys::command_files(dir.join(program)))
         .find(|p| is_executable(p))
 }
 
@@ -221,33 +230,18 @@ impl SpawnPlan {
             cmd.env(k, v);
         }
         cmd.env(NESTING_ENV, (nesting_depth() + 1).to_string());
-        // SAFETY: runs between fork and exec; prctl, sigprocmask, sigaction and getppid are async-signal-safe and
-        // allocate nothing.
-        #[allow(
-            unsafe_code,
-            reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child"
-        )]
-        unsafe {
-            cmd.pre_exec(move || {
-                sys::set_parent_death_signal(libc::SIGKILL)?;
-                // The child inherits the spawning thread's signal mask; start it with none blocked.
-                sys::reset_signal_mask()?;
-                if sys::parent_pid() != our_pid {
-                    return Err(std::io::Error::other("parent exited during spawn"));
-                }
-                Ok(())
-            });
-        }
+        sys::prepare_server(&mut cmd, our_pid);
         let guardian = self.guardian.as_ref().map(|(_, guardian)| guardian.clone());
         spawn_leader(cmd, guardian)
     }
 }
 
-/// Spawns `cmd` with piped stdio as the leader of a new process group (killed on drop), watched by `guardian`.
+/// Spawns `cmd` with piped stdio as the leader of a new process group (a job of its own on Windows), killed on drop,
+/// watched by `guardian`.
 fn spawn_leader(mut cmd: tokio::process::Command, guardian: Option<Guardian>) -> std::io::Result<Spawned> {
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut wrapped = CommandWrap::from(cmd);
-    wrapped.wrap(ProcessGroup::leader());
+    sys::contain_tree(&mut wrapped);
     wrapped.wrap(KillOnDrop);
     let child = wrapped.spawn()?;
     let pid = child
@@ -355,13 +349,19 @@ impl ChildProcess {
         self.gone || sys::child_has_exited(self.pid).unwrap_or(true)
     }
 
+    /// Asks the server's tree to stop (see [`Stop`]); `false` when nothing was sent.
+    fn stop_tree(&mut self, how: Stop) -> bool {
+        sys::stop_tree(self.child.as_mut(), self.pgid, how).unwrap_or(false)
+    }
+
     async fn exited_within(&self, limit: Duration) -> bool {
         tokio::time::timeout(limit, self.exited()).await.is_ok()
     }
 
     /// The bounded close sequence, to call after the server's stdin was closed: wait `grace` for the child to exit,
     /// SIGTERM the group and wait `grace`, SIGKILL the group; then sweep what is left of the group (SIGTERM, `grace`,
-    /// SIGKILL) and reap. Takes at most about `4 × grace + 2 s`.
+    /// SIGKILL) and reap. Takes at most about `4 × grace + 2 s`. On Windows, where no SIGTERM exists, the steps
+    /// that would send one are skipped and "kill" ends the server's job.
     pub async fn shutdown(&mut self, grace: Duration) -> ShutdownOutcome {
         if self.gone {
             return ShutdownOutcome::Exited;
@@ -369,10 +369,10 @@ impl ChildProcess {
         let mut outcome = ShutdownOutcome::Exited;
         if !self.exited_within(grace).await {
             outcome = ShutdownOutcome::Terminated;
-            let _ = sys::signal_group(self.pgid, libc::SIGTERM);
-            if !self.exited_within(grace).await {
+            let terminated = self.stop_tree(Stop::Terminate);
+            if !terminated || !self.exited_within(grace).await {
                 outcome = ShutdownOutcome::Killed;
-                let _ = sys::signal_group(self.pgid, libc::SIGKILL);
+                self.stop_tree(Stop::Kill);
                 if !self.exited_within(KILL_WAIT).await {
                     tracing::warn!(
                         pid = self.pid,
@@ -389,19 +389,20 @@ impl ChildProcess {
 
     /// Ends whatever is left in the group after the leader exited (the leader is an unreaped zombie, so the
     /// group id is still ours).
-    async fn sweep_group(&self, grace: Duration) {
-        if sys::live_group_members(self.pgid).is_empty() {
+    async fn sweep_group(&mut self, grace: Duration) {
+        if !sys::tree_has_others(self.pgid) {
             return;
         }
-        let _ = sys::signal_group(self.pgid, libc::SIGTERM);
-        let deadline = tokio::time::Instant::now() + grace;
-        while tokio::time::Instant::now() < deadline {
-            if sys::live_group_members(self.pgid).is_empty() {
-                return;
+        if self.stop_tree(Stop::Terminate) {
+            let deadline = tokio::time::Instant::now() + grace;
+            while tokio::time::Instant::now() < deadline {
+                if !sys::tree_has_others(self.pgid) {
+                    return;
+                }
+                tokio::time::sleep(EXIT_POLL * 2).await;
             }
-            tokio::time::sleep(EXIT_POLL * 2).await;
         }
-        let _ = sys::signal_group(self.pgid, libc::SIGKILL);
+        self.stop_tree(Stop::Kill);
     }
 
     /// Reaps the exited leader (bounded). The guardian forgets the group first, while the unreaped leader still
@@ -435,7 +436,7 @@ impl ChildProcess {
         if self.gone {
             return;
         }
-        let _ = sys::signal_group(self.pgid, libc::SIGKILL);
+        self.stop_tree(Stop::Kill);
         if self.exited_within(KILL_WAIT).await {
             self.reap().await;
         }
@@ -455,7 +456,7 @@ impl Drop for ChildProcess {
         if !self.gone {
             // Not reaped yet, so the group id is still ours: kill everything in it. Tokio reaps the leader
             // (kill_on_drop) in the background.
-            let _ = sys::signal_group(self.pgid, libc::SIGKILL);
+            self.stop_tree(Stop::Kill);
         }
         self.release_guardian();
     }
@@ -466,6 +467,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    #[cfg(unix)]
     #[test]
     fn finds_programs_on_the_given_path_only() {
         let path = OsString::from("/nonexistent:/bin:/usr/bin");

@@ -3,7 +3,8 @@
 //!
 //! Lookup order: the cache file (entry younger than 24 h whose binary still exists) → `node_modules/.bin` in the
 //! working directory and its ancestors → the npm cache's `_npx/*/node_modules/<pkg>` (newest first; cache dir from
-//! the server's or our `NPM_CONFIG_CACHE`, else `~/.npm`) → the global prefix (`npm prefix -g`, 10 s cap).
+//! the server's or our `NPM_CONFIG_CACHE`, else `~/.npm`, `%LOCALAPPDATA%\npm-cache` on Windows) → the global
+//! prefix (`npm prefix -g`, 10 s cap).
 //! Anything unusual (unknown flags, several packages, a version that does not match) keeps the original command.
 
 use std::collections::BTreeMap;
@@ -282,7 +283,7 @@ fn find_in_npx_cache(req: &NpxRequest, lookup: &dyn Fn(&str) -> Option<OsString>
     let cache_dir = lookup("NPM_CONFIG_CACHE")
         .or_else(|| lookup("npm_config_cache"))
         .map(PathBuf::from)
-        .or_else(|| lookup("HOME").map(|h| PathBuf::from(h).join(".npm")))?;
+        .or_else(|| crate::sys::default_npm_cache(lookup))?;
     let mut dirs: Vec<(SystemTime, PathBuf)> = std::fs::read_dir(cache_dir.join("_npx"))
         .ok()?
         .flatten()

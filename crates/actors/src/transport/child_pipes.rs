@@ -9,12 +9,12 @@
 //! on the next call.
 //!
 //! What the pipe holds when the death is noticed is still read (a last answer written before the exit is not lost);
-//! the stream ends at the first read that would wait. The exit is noticed on `SIGCHLD` (checked with `waitid`
-//! without reaping, so the pid stays ours), with a slow poll as a backstop; the watch ends with the reader.
+//! the stream ends at the first read that would wait (on Windows, whose pipes cannot be read without blocking, the
+//! stream ends at once). The exit is noticed on `SIGCHLD` (checked with `waitid` without reaping, so the pid stays
+//! ours; a short poll on Windows), with a slow poll as a backstop; the watch ends with the reader.
 
 use std::future::Future as _;
 use std::io::Read as _;
-use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -23,6 +23,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::sync::{CancellationToken, DropGuard, WaitForCancellationFutureOwned};
 
+use crate::sys::{ChildExits, Drainable};
+
 /// How often the exit watch checks the child even without a `SIGCHLD`.
 const EXIT_BACKSTOP_POLL: Duration = Duration::from_secs(1);
 
@@ -30,7 +32,7 @@ const EXIT_BACKSTOP_POLL: Duration = Duration::from_secs(1);
 /// ends once the child has exited or a write broke, and its stdin, whose broken-pipe errors count as that death.
 pub(crate) fn bind<R, W>(server: &str, pid: u32, stdout: R, stdin: W) -> (UntilDead<R>, DeadOnBrokenPipe<W>)
 where
-    R: AsyncRead + AsFd + Unpin,
+    R: AsyncRead + Drainable + Unpin,
     W: AsyncWrite + Unpin,
 {
     let server: Arc<str> = server.into();
@@ -54,31 +56,20 @@ where
 
 /// Cancels `dead` once child `pid` has exited (or `stop` is cancelled first).
 async fn watch_exit(server: Arc<str>, pid: u32, dead: CancellationToken, stop: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
     // Registered before the first check: a `SIGCHLD` between the check and the wait is not missed.
-    let mut sigchld = signal(SignalKind::child())
-        .inspect_err(|e| tracing::debug!(error = %e, "no SIGCHLD stream; watching the server's exit by polling"))
-        .ok();
+    let mut exits = ChildExits::new();
     loop {
-        if crate::process::sys::child_has_exited(pid).unwrap_or(false) {
+        if crate::sys::child_has_exited(pid).unwrap_or(false) {
             if !dead.is_cancelled() {
                 tracing::debug!(server = %server, pid, "the server's process exited; ending its stdout stream");
             }
             dead.cancel();
             return;
         }
-        let child_signal = async {
-            match sigchld.as_mut() {
-                Some(s) => {
-                    s.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             () = stop.cancelled() => return,
             () = dead.cancelled() => return,
-            () = child_signal => {}
+            () = exits.next() => {}
             () = tokio::time::sleep(EXIT_BACKSTOP_POLL) => {}
         }
     }
@@ -104,7 +95,7 @@ pub(crate) struct UntilDead<R> {
     _stop_watch: DropGuard,
 }
 
-impl<R: AsyncRead + AsFd + Unpin> AsyncRead for UntilDead<R> {
+impl<R: AsyncRead + Drainable + Unpin> AsyncRead for UntilDead<R> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
         if let Drain::Live = this.drain {
@@ -114,12 +105,9 @@ impl<R: AsyncRead + AsFd + Unpin> AsyncRead for UntilDead<R> {
             if this.dead.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            this.drain = match this.inner.as_fd().try_clone_to_owned() {
-                Ok(fd) => Drain::Draining(std::fs::File::from(fd)),
-                Err(e) => {
-                    tracing::debug!(error = %e, "cannot read the rest of a dead server's stdout");
-                    Drain::Ended
-                }
+            this.drain = match this.inner.drain_handle() {
+                Some(file) => Drain::Draining(file),
+                None => Drain::Ended,
             };
         }
         let Drain::Draining(file) = &mut this.drain else {
@@ -178,7 +166,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for DeadOnBrokenPipe<W> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
@@ -215,7 +203,7 @@ mod tests {
             .expect("the stream did not end after the child exited");
         assert_eq!(got, ["got hello"]);
         let pgid = i32::try_from(pid).unwrap();
-        let _ = crate::process::sys::signal_group(pgid, libc::SIGKILL);
+        let _ = crate::sys::signal_group(pgid, libc::SIGKILL);
         let _ = child.wait().await;
     }
 
@@ -250,7 +238,7 @@ mod tests {
             .expect("the stream did not end after the broken pipe");
         assert!(end.unwrap().is_none());
         let pgid = i32::try_from(pid).unwrap();
-        let _ = crate::process::sys::signal_group(pgid, libc::SIGKILL);
+        let _ = crate::sys::signal_group(pgid, libc::SIGKILL);
         let _ = child.wait().await;
     }
 }

@@ -1,4 +1,5 @@
-//! Unix socket transport (`socket`): newline-delimited JSON-RPC over a `UnixStream`, as rmcp-mux serves it.
+//! Socket transport (`socket`): newline-delimited JSON-RPC over a Unix socket (a named pipe on Windows), as
+//! rmcp-mux serves it.
 
 use pimcp_config::SocketTransport;
 use rmcp::{ClientHandler, ClientServiceExt as _};
@@ -25,7 +26,7 @@ pub(super) async fn connect<H: ClientHandler>(
         Abort::Cancelled => ConnectError::Cancelled { server: name.clone() },
     };
     let path = socket.path.clone();
-    let stream = handshake::bounded(deadline, &spec.cancel, tokio::net::UnixStream::connect(&path))
+    let (read, write) = handshake::bounded(deadline, &spec.cancel, crate::sys::connect_socket(&path))
         .await
         .map_err(abort)?
         .map_err(|e| {
@@ -33,6 +34,7 @@ pub(super) async fn connect<H: ClientHandler>(
                 std::io::ErrorKind::NotFound => ("does not exist (is the mux running?)", true),
                 std::io::ErrorKind::ConnectionRefused => ("refused the connection (is the mux running?)", true),
                 std::io::ErrorKind::PermissionDenied => ("is not accessible (permission denied)", false),
+                std::io::ErrorKind::InvalidInput => ("cannot be used", false),
                 _ => ("cannot be connected", true),
             };
             ConnectError::Socket {
@@ -41,7 +43,6 @@ pub(super) async fn connect<H: ClientHandler>(
                 transient,
             }
         })?;
-    let (read, write) = stream.into_split();
     let lines = super::lines::JsonLines::new(read, write, spec.max_message_bytes, super::lines::UpstreamLines);
     let lifecycle = handshake::lifecycle(spec.server.protocol, spec.era_hint);
     let transport = super::ended::Ended::new(super::cancel_on_close::CancelOnClose::new(crate::trace::traced(

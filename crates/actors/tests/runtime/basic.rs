@@ -47,6 +47,7 @@ async fn first_run_starts_nothing_then_first_call_connects_and_caches() {
         cache.load().servers.contains_key("fx")
     })
     .await;
+    #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(cache.path()).unwrap().permissions().mode() & 0o777;

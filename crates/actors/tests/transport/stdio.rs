@@ -308,6 +308,7 @@ async fn cancel_aborts_a_hanging_connect_and_kills_the_child() {
     );
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn npx_commands_run_the_installed_package_binary() {
     let dir = tempfile::tempdir().unwrap();

@@ -65,18 +65,13 @@ pub(crate) fn read_record_file(path: &Path) -> Result<Option<TokenRecord>> {
 
 /// A token file readable by group or others is made owner-only again (and the fact logged).
 fn tighten_permissions(path: &Path) {
-    #[cfg(unix)]
+    if let Ok(file) = fs::File::open(path)
+        && let Ok(meta) = file.metadata()
+        && pimcp_config::private_fs::permission_bits(&meta) & 0o077 != 0
     {
-        use std::os::unix::fs::PermissionsExt as _;
-        if let Ok(meta) = fs::metadata(path)
-            && meta.permissions().mode() & 0o077 != 0
-        {
-            tracing::warn!(path = %path.display(), "token file was readable by others; restricting it to 0600");
-            let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o600));
-        }
+        tracing::warn!(path = %path.display(), "token file was readable by others; restricting it to 0600");
+        let _ = pimcp_config::private_fs::restrict(&file);
     }
-    #[cfg(not(unix))]
-    let _ = path;
 }
 
 pub(crate) fn write_record_file(path: &Path, record: &TokenRecord) -> Result<()> {
@@ -103,14 +98,9 @@ pub(crate) fn write_private_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         rand::random::<u64>()
     ));
     let result = (|| {
-        let mut options = fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            options.mode(0o600);
-        }
-        let mut file = options.open(&tmp).map_err(io_err("cannot create private file", &tmp))?;
+        let mut file = pimcp_config::private_fs::file(fs::OpenOptions::new().write(true).create_new(true))
+            .open(&tmp)
+            .map_err(io_err("cannot create private file", &tmp))?;
         file.write_all(bytes)
             .map_err(io_err("cannot write private file", &tmp))?;
         file.sync_all().map_err(io_err("cannot sync private file", &tmp))?;
@@ -128,14 +118,9 @@ pub(crate) fn write_private_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Create `dir` (and parents) with owner-only permissions on the directories we create.
 pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        builder.mode(0o700);
-    }
-    builder.create(dir).map_err(io_err("cannot create directory", dir))
+    pimcp_config::private_fs::dir(fs::DirBuilder::new().recursive(true))
+        .create(dir)
+        .map_err(io_err("cannot create directory", dir))
 }
 
 async fn blocking<T: Send + 'static>(job: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {

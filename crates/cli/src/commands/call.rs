@@ -162,13 +162,9 @@ fn keep_spilled_files(response: &mut ProxyResponse) -> anyhow::Result<()> {
 
 /// A fresh private directory that outlives the command.
 fn save_dir() -> anyhow::Result<PathBuf> {
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(SAVE_DIR_PREFIX);
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        builder.permissions(std::fs::Permissions::from_mode(0o700));
-    }
-    Ok(builder.tempdir()?.keep())
+    let dir = tempfile::Builder::new().prefix(SAVE_DIR_PREFIX).tempdir()?.keep();
+    pimcp_config::private_fs::restrict_dir(&dir)?;
+    Ok(dir)
 }
 
 /// Text blocks as they are; images written to files and noted.

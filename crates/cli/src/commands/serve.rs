@@ -165,21 +165,18 @@ pub(crate) fn attach(url: &str, token_file: Option<&Path>) -> anyhow::Result<u8>
     std::process::exit(i32::from(code));
 }
 
-/// A SIGINT/SIGTERM later than [`pimcp_proxy::SIGNAL_BURST`] after the first ends the process at once (128 + signal number), after flushing the spans already ended
+/// A SIGINT/SIGTERM (Ctrl-C, Ctrl-Break on Windows) later than [`pimcp_proxy::SIGNAL_BURST`] after the first ends the
+/// process at once (128 + signal number on Unix), after flushing the spans already ended
 /// (at most [`crate::telemetry::EXIT_FLUSH_BOUND`]). The runtime's guardian kills the servers' process groups when
-/// `pimcp-run` is gone, so no child survives.
+/// `pimcp-run` is gone (their Job Objects die with it on Windows), so no child survives.
 fn exit_on_second_signal() {
     tokio::spawn(async {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        let Ok(mut signals) = pimcp_proxy::stop_signals() else {
             return;
         };
         let mut first = None;
         loop {
-            let code = tokio::select! {
-                _ = int.recv() => 128 + 2,
-                _ = term.recv() => 128 + 15,
-            };
+            let code = signals.recv().await.exit_code;
             // A burst of signals (Claude Code sends SIGINT, then SIGTERM 0.1 s later) is one graceful request.
             let first = *first.get_or_insert_with(tokio::time::Instant::now);
             if first.elapsed() >= pimcp_proxy::SIGNAL_BURST {

@@ -313,6 +313,7 @@ fn run_within(sb: &Sandbox, args: &'static [&'static str], stdin: &'static str) 
 
 /// A cloned repository can carry a `.mcp.json` that is a symlink to `/dev/zero` or a FIFO; the project is untrusted,
 /// yet every command reads its files. Each is a problem naming the file, and nothing hangs or allocates without end.
+#[cfg(unix)]
 #[test]
 fn a_project_config_that_is_dev_zero_or_a_fifo_never_hangs_a_command() {
     let sb = Sandbox::new();

@@ -94,3 +94,12 @@ pub(crate) fn kill_group(pid: u32) {
 pub(crate) fn exit_signal(status: &ExitStatus) -> Option<i32> {
     status.signal()
 }
+
+/// The inode.
+pub(crate) fn file_identity(metadata: &Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(metadata)
+}
+
+pub(crate) fn set_dir_permission_bits(path: &std::path::Path, bits: u32) -> std::io::Result<()> {
+    std::fs::set_permissions(path, Permissions::from_mode(bits))
+}

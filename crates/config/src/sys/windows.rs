@@ -62,3 +62,17 @@ pub(crate) fn kill_group(pid: u32) {
 pub(crate) fn exit_signal(_status: &ExitStatus) -> Option<i32> {
     None
 }
+
+/// The file's creation time in nanoseconds (std has no stable file index on Windows): a file created in place of
+/// another differs.
+pub(crate) fn file_identity(metadata: &Metadata) -> u64 {
+    metadata
+        .created()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+pub(crate) fn set_dir_permission_bits(_path: &std::path::Path, _bits: u32) -> std::io::Result<()> {
+    Ok(())
+}

@@ -94,12 +94,8 @@ where
     let signals = tokio::spawn({
         let stop = stop.clone();
         async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            if let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) {
-                tokio::select! {
-                    _ = int.recv() => {}
-                    _ = term.recv() => {}
-                }
+            if let Ok(mut signals) = crate::sys::stop_signals() {
+                signals.recv().await;
                 stop.cancel();
             }
         }

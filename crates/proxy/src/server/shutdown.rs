@@ -21,25 +21,23 @@ pub(crate) struct ShutdownSignals {
 }
 
 impl ShutdownSignals {
-    /// Watches SIGINT/SIGTERM (and `external`, which counts as a first request).
+    /// Watches SIGINT/SIGTERM (Ctrl-C, Ctrl-Break, console close on Windows) and `external`, which counts as a first
+    /// request.
     pub(crate) fn watch(external: Option<CancellationToken>) -> ShutdownSignals {
         let graceful = CancellationToken::new();
         let immediate = CancellationToken::new();
         let task = {
             let (graceful, immediate) = (graceful.clone(), immediate.clone());
             tokio::spawn(async move {
-                use tokio::signal::unix::{SignalKind, signal};
                 let external = external.unwrap_or_default();
-                let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-                else {
-                    tracing::warn!("cannot install SIGINT/SIGTERM handlers");
+                let Ok(mut signals) = crate::sys::stop_signals() else {
+                    tracing::warn!("cannot watch the stop signals");
                     external.cancelled().await;
                     graceful.cancel();
                     return;
                 };
                 tokio::select! {
-                    _ = int.recv() => tracing::info!("SIGINT: shutting down (a second signal stops at once)"),
-                    _ = term.recv() => tracing::info!("SIGTERM: shutting down (a second signal stops at once)"),
+                    s = signals.recv() => tracing::info!("{}: shutting down (a second signal stops at once)", s.name),
                     _ = external.cancelled() => tracing::info!("shutdown requested"),
                 }
                 graceful.cancel();
@@ -47,10 +45,7 @@ impl ShutdownSignals {
                 // the signals of one burst are one request to stop gracefully.
                 let first = tokio::time::Instant::now();
                 loop {
-                    tokio::select! {
-                        _ = int.recv() => {}
-                        _ = term.recv() => {}
-                    }
+                    signals.recv().await;
                     if first.elapsed() >= SIGNAL_BURST {
                         break;
                     }
@@ -162,10 +157,12 @@ pub(crate) async fn shutdown_runtime(
 /// Applies `reload`'s config on every SIGHUP.
 pub(crate) fn spawn_reload_watch(proxy: Proxy, reload: ReloadFn) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else {
-            tracing::warn!("cannot install a SIGHUP handler; configuration reload is off");
-            return;
+        let mut hup = match crate::sys::reload_signal() {
+            Ok(hup) => hup,
+            Err(e) => {
+                tracing::debug!(error = %e, "no reload signal");
+                return;
+            }
         };
         while hup.recv().await.is_some() {
             let reload = reload.clone();

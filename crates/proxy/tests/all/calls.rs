@@ -1,8 +1,6 @@
 //! `mcp({tool, args})`: resolution, validation before sending, rendering, the output guard, categorized failures and
 //! bad input. Includes the behaviours published peers get wrong.
 
-use std::os::unix::fs::PermissionsExt;
-
 use pimcp_config::LoadOptions;
 use rmcp::model::ContentBlock;
 use serde_json::json;
@@ -308,7 +306,10 @@ async fn ten_mebibytes_of_output_are_guarded_and_spilled() {
     assert!(text.contains("[… omitted "), "{}", &text[..200]);
     let meta = std::fs::metadata(&path).unwrap();
     assert_eq!(meta.len() as usize, bytes);
-    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        pimcp_config::private_fs::permission_bits(&meta) & 0o777,
+        if cfg!(unix) { 0o600 } else { 0o644 }
+    );
     assert!(path.starts_with(env.proxy.spill_dir()));
     env.shutdown().await;
 }
