@@ -3,11 +3,16 @@
 builds both with .ci/cross/cargo):
 
 1. mcp-fixture.exe as a stdio MCP server: initialize, `echo`, a clean exit when stdin closes;
-2. the README's main job: `pimcp-run --config … call fixture_echo '{"text":"hello"}'` prints `hello`;
+2. the README's main job: `pimcp-run --config … call fixture_echo '{"text":"hello"}'` prints `hello`; and the same
+   through a `.cmd` shim found on the server's `PATH` by `PATHEXT` (as `npx` is `npx.cmd`), with an argument that
+   needs quoting;
 3. `pimcp-run` serving over stdio: the fixture crashes during a call and the next call starts it again and answers;
 4. `pimcp-run.exe` killed (SIGKILL to its Wine process) while the fixture and a grandchild of it run: both are gone
-   after, because each server's Job Object dies with pimcp's handle to it.
+   after, because each server's Job Object dies with pimcp's handle to it;
+5. the OS token store (the Credential Manager, Wine's): a record saved by one process is read by another, then
+   deleted (`pimcp-auth`'s `token_tool` example).
 """
+import hashlib
 import json
 import os
 import shutil
@@ -41,6 +46,8 @@ def setup_env():
 env = setup_env()
 subprocess.run([os.path.join(here, "cargo"), TARGET, "build", "--quiet", "-p", "pimcp-cli", "-p", "mcp-fixture",
                 "--bins"], check=True)
+subprocess.run([os.path.join(here, "cargo"), TARGET, "build", "--quiet", "-p", "pimcp-auth", "--example",
+                "token_tool"], check=True)
 exe_dir = os.path.join(env.get("CROSS_TARGET_DIR", os.path.join(env["CROSS_HOME"], "target")), TARGET, "debug")
 work = tempfile.mkdtemp(prefix="pimcp-wine-")
 # A copy under a name of its own, so that its processes (and its grandchild's) are told from any other fixture.
@@ -114,11 +121,24 @@ def wait_until(what, condition, limit=30):
     fail(f"{what} (waited {limit} s)")
 
 
-def write_config(name, args):
+def write_config(name, args, command=None, env_vars=None):
     path = os.path.join(work, name)
+    server = {"command": command or win(fixture), "args": args}
+    if env_vars:
+        server["env"] = env_vars
     with open(path, "w") as f:
-        json.dump({"mcpServers": {"fixture": {"command": win(fixture), "args": args}}}, f)
+        json.dump({"mcpServers": {"fixture": server}}, f)
     return win(path)
+
+
+def call_echo(config, text):
+    """`pimcp-run --config CONFIG call fixture_echo {"text": TEXT}`: its stdout, or a failure naming what happened."""
+    run = subprocess.run([WINE, pimcp, "--config", config, "call", "fixture_echo", json.dumps({"text": text})],
+                         capture_output=True, text=True, env=env, cwd=work, timeout=300)
+    if run.returncode != 0 or run.stdout.strip() != text:
+        fail(f"`pimcp-run call fixture_echo` exited {run.returncode}: stdout {run.stdout!r} "
+             f"stderr {run.stderr[-2000:]!r}")
+    return run.stdout.strip()
 
 
 # 1. The fixture alone.
@@ -131,12 +151,20 @@ print("wine-smoke: mcp-fixture.exe answered initialize and echo and exited 0")
 
 # 2. The README's main job.
 config = write_config("plain.json", [])
-run = subprocess.run([WINE, pimcp, "--config", config, "call", "fixture_echo", '{"text":"hello"}'],
-                     capture_output=True, text=True, env=env, cwd=work, timeout=300)
-if run.returncode != 0 or run.stdout.strip() != "hello":
-    fail(f"`pimcp-run call fixture_echo` exited {run.returncode}: stdout {run.stdout!r} stderr {run.stderr[-2000:]!r}")
+call_echo(config, "hello")
 wait_until("the fixture is still running after `pimcp-run call` exited", lambda: not our_processes())
 print("wine-smoke: pimcp-run.exe --config … call fixture_echo '{\"text\":\"hello\"}' printed hello")
+shims = os.path.join(work, "shim dir")
+os.makedirs(shims)
+with open(os.path.join(shims, "fixture-shim.cmd"), "w") as f:
+    f.write(f'@"{win(fixture)}" %*\r\n')
+events = os.path.join(work, "events & log.jsonl")
+shim_config = write_config("shim.json", ["--event-log", win(events)], command="fixture-shim",
+                           env_vars={"PATH": win(shims) + ";C:\\windows\\system32;C:\\windows"})
+call_echo(shim_config, "hello through cmd")
+if not os.path.exists(events):
+    fail("the argument with a space and `&` did not reach the fixture through the .cmd shim")
+print("wine-smoke: a server named `fixture-shim` started as fixture-shim.cmd (PATHEXT) with its arguments intact")
 
 # 3. A crash, then a recovered call.
 s = Session([pimcp, "--config", config])
@@ -167,4 +195,27 @@ s.watchdog.cancel()
 wait_until(f"processes {running} (the fixture and its grandchild) outlived the killed pimcp-run",
            lambda: not our_processes())
 print(f"wine-smoke: pimcp-run.exe killed; the fixture and its grandchild ({len(running)} processes) were gone after")
+
+# 5. The Credential Manager, across processes.
+token_tool = os.path.join(exe_dir, "examples", "token_tool.exe")
+service = f"pimcp.wine-smoke.{os.getpid()}"
+key = ["fx", "https://mcp.example/mcp"]
+
+
+def tool(*argv):
+    run = subprocess.run([WINE, token_tool, *argv], capture_output=True, text=True, env=env, cwd=work, timeout=120)
+    if run.returncode != 0:
+        fail(f"token_tool {argv[0]} exited {run.returncode}: {run.stderr[-2000:]!r}")
+    return run.stdout.strip()
+
+
+saved = tool("keyring-save", service, *key, "wine-smoke-token")
+if "Windows Credential Manager" not in saved:
+    fail(f"the record went to {saved!r}, not the Credential Manager")
+if tool("keyring-load", service, *key) != "token=" + hashlib.sha256(b"wine-smoke-token").hexdigest():
+    fail("another process did not read the saved record back")
+tool("keyring-delete", service, *key)
+if tool("keyring-load", service, *key) != "none":
+    fail("the record was still there after delete")
+print(f"wine-smoke: a token record went through the Credential Manager across processes ({saved})")
 shutil.rmtree(work, ignore_errors=True)

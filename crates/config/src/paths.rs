@@ -68,15 +68,28 @@ pub fn agent_dir(home: &Path, env: &EnvMap) -> PathBuf {
     }
 }
 
-/// pimcp's data directory (trust records, plugin data): `$PIMCP_DATA_DIR`, else `$XDG_DATA_HOME/pimcp` (when
-/// absolute), else `~/.local/share/pimcp`.
+/// pimcp's data directory (trust records, plugin data, token files): `$PIMCP_DATA_DIR`, else per OS: on Linux
+/// `$XDG_DATA_HOME/pimcp` (when absolute) or `~/.local/share/pimcp`; on macOS `~/Library/Application Support/pimcp`;
+/// on Windows `%LOCALAPPDATA%\pimcp` (or `~\AppData\Local\pimcp`).
 pub fn data_dir(home: &Path, env: &EnvMap) -> PathBuf {
+    data_dir_on(crate::imports::Os::current(), home, env)
+}
+
+fn data_dir_on(os: crate::imports::Os, home: &Path, env: &EnvMap) -> PathBuf {
+    use crate::imports::Os;
     if let Some(dir) = env.non_empty("PIMCP_DATA_DIR") {
         return expand_tilde(dir, home);
     }
-    match env.non_empty("XDG_DATA_HOME").map(PathBuf::from) {
-        Some(xdg) if xdg.is_absolute() => xdg.join("pimcp"),
-        _ => home.join(".local").join("share").join("pimcp"),
+    match os {
+        Os::Linux => match env.non_empty("XDG_DATA_HOME").map(PathBuf::from) {
+            Some(xdg) if xdg.is_absolute() => xdg.join("pimcp"),
+            _ => home.join(".local").join("share").join("pimcp"),
+        },
+        Os::MacOs => home.join("Library").join("Application Support").join("pimcp"),
+        Os::Windows => match env.non_empty("LOCALAPPDATA").map(PathBuf::from) {
+            Some(local) if local.is_absolute() => local.join("pimcp"),
+            _ => home.join("AppData").join("Local").join("pimcp"),
+        },
     }
 }
 
@@ -151,15 +164,44 @@ mod tests {
     #[cfg(unix)] // Unix paths and XDG variables
     #[test]
     fn data_dir_order() {
+        use crate::imports::Os;
         let home = Path::new("/h");
         let mut env = EnvMap::new();
-        assert_eq!(data_dir(home, &env), PathBuf::from("/h/.local/share/pimcp"));
+        assert_eq!(
+            data_dir_on(Os::Linux, home, &env),
+            PathBuf::from("/h/.local/share/pimcp")
+        );
+        assert_eq!(
+            data_dir_on(Os::MacOs, home, &env),
+            PathBuf::from("/h/Library/Application Support/pimcp")
+        );
         env.insert("XDG_DATA_HOME", "relative/ignored");
-        assert_eq!(data_dir(home, &env), PathBuf::from("/h/.local/share/pimcp"));
+        assert_eq!(
+            data_dir_on(Os::Linux, home, &env),
+            PathBuf::from("/h/.local/share/pimcp")
+        );
         env.insert("XDG_DATA_HOME", "/xdg");
-        assert_eq!(data_dir(home, &env), PathBuf::from("/xdg/pimcp"));
+        assert_eq!(data_dir_on(Os::Linux, home, &env), PathBuf::from("/xdg/pimcp"));
+        assert_eq!(
+            data_dir_on(Os::MacOs, home, &env),
+            PathBuf::from("/h/Library/Application Support/pimcp")
+        );
         env.insert("PIMCP_DATA_DIR", "/override");
-        assert_eq!(data_dir(home, &env), PathBuf::from("/override"));
+        assert_eq!(data_dir_on(Os::MacOs, home, &env), PathBuf::from("/override"));
+        assert_eq!(data_dir_on(Os::Linux, home, &env), PathBuf::from("/override"));
+    }
+
+    #[cfg(windows)] // Windows paths
+    #[test]
+    fn data_dir_on_windows() {
+        use crate::imports::Os;
+        let home = Path::new(r"C:\Users\u");
+        let mut env = EnvMap::new();
+        assert_eq!(data_dir(home, &env), PathBuf::from(r"C:\Users\u\AppData\Local\pimcp"));
+        env.insert("LOCALAPPDATA", r"D:\Local");
+        assert_eq!(data_dir_on(Os::Windows, home, &env), PathBuf::from(r"D:\Local\pimcp"));
+        env.insert("PIMCP_DATA_DIR", r"E:\pimcp");
+        assert_eq!(data_dir(home, &env), PathBuf::from(r"E:\pimcp"));
     }
 
     #[test]

@@ -54,9 +54,10 @@ pub fn nesting_depth() -> u32 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
-/// Variables a child keeps with `inheritEnv: false`. With `inheritEnv: true` it gets pimcp's environment
-/// without pimcp's control variables ([`strip_control_env`]).
-pub const MINIMAL_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+/// Variables a child keeps with `inheritEnv: false` (on Windows the ones a program needs to start at all:
+/// `SystemRoot`, `PATHEXT`, the profile and temporary directories, …). With `inheritEnv: true` it gets pimcp's
+/// environment without pimcp's control variables ([`strip_control_env`]).
+pub const MINIMAL_ENV: &[&str] = crate::sys::MINIMAL_ENV;
 
 /// Which executable serves as the runtime's guardian (see `process::guardian`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -220,7 +221,7 @@ impl SpawnPlan {
             strip_control_env(cmd.as_std_mut());
         } else {
             cmd.env_clear();
-            for key in MINIMAL_ENV {
+            for &key in MINIMAL_ENV {
                 if let Some(v) = std::env::var_os(key) {
                     cmd.env(key, v);
                 }

@@ -227,6 +227,9 @@ pub(crate) fn stop_tree(_child: &mut dyn ChildWrapper, pgid: i32, how: Stop) -> 
     )
 }
 
+/// What a server started with `inheritEnv: false` keeps of pimcp's environment.
+pub(crate) const MINIMAL_ENV: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+
 /// Kills group `pgid` at once (the guardian's job when pimcp is gone).
 pub(crate) fn kill_group(pgid: i32) {
     let _ = signal_group(pgid, libc::SIGKILL);

@@ -18,6 +18,27 @@ use windows::Win32::System::Threading::{CREATE_NO_WINDOW, OpenProcess, PROCESS_S
 
 use super::Stop;
 
+/// What a server started with `inheritEnv: false` keeps of pimcp's environment: what Windows programs (node
+/// among them) need to start and find their files.
+pub(crate) const MINIMAL_ENV: &[&str] = &[
+    "APPDATA",
+    "COMSPEC",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATH",
+    "PATHEXT",
+    "PROGRAMDATA",
+    "PROGRAMFILES",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "TMP",
+    "USERNAME",
+    "USERPROFILE",
+    "WINDIR",
+];
+
 /// How often an exit is checked for while someone waits for it (Windows has no `SIGCHLD`).
 const EXIT_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
