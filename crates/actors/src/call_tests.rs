@@ -260,11 +260,17 @@ async fn a_call_fails_when_the_transport_dies() {
     let running = call(&conn, &slow, json!({"ms": 60000}), CallOptions::default(), guards());
     let killer = async {
         wait_for_event(dir.path(), "slow call", |e| e.iter().any(|e| e["name"] == "slow")).await;
-        let status = std::process::Command::new("kill")
-            .arg("-9")
-            .arg(pid.to_string())
-            .status()
-            .unwrap();
+        let status = if cfg!(windows) {
+            std::process::Command::new("taskkill")
+                .args(["/F", "/PID", &pid.to_string()])
+                .status()
+        } else {
+            std::process::Command::new("kill")
+                .arg("-9")
+                .arg(pid.to_string())
+                .status()
+        }
+        .unwrap();
         assert!(status.success());
     };
     let ((r, report), ()) = tokio::join!(running, killer);

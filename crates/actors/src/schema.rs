@@ -288,6 +288,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        windows,
+        ignore = "replaces a file another handle holds open, which Windows allows through std's POSIX rename semantics and Wine does not"
+    )]
     fn schemas_read_from_a_file_are_read_back_from_it_even_after_the_path_is_replaced() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cache.json");

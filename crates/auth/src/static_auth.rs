@@ -217,7 +217,15 @@ mod tests {
     #[tokio::test]
     async fn bearer_from_token_command_and_env() {
         let auth = AuthConfig::Bearer {
-            token: Some(SecretValue::Command("printf 'Bearer  tok-1'".into())),
+            // `cmd.exe` on Windows, `sh` elsewhere.
+            token: Some(SecretValue::Command(
+                if cfg!(windows) {
+                    "echo Bearer  tok-1"
+                } else {
+                    "printf 'Bearer  tok-1'"
+                }
+                .into(),
+            )),
             token_env: None,
         };
         let creds = StaticCredentials::resolve(

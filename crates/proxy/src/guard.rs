@@ -72,9 +72,10 @@ fn same_owner_key(metadata: &fs::Metadata) -> Option<u32> {
 /// Writes are serialized internally, so one value can be shared by concurrent calls.
 #[derive(Debug)]
 pub struct SpillDir {
-    dir: tempfile::TempDir,
-    /// [`OWNER_LOCK`], locked while this process lives.
+    /// [`OWNER_LOCK`], locked while this process lives. Declared before `dir` so that it is closed first: Windows
+    /// removes no directory holding an open file.
     _owner: fs::File,
+    dir: tempfile::TempDir,
     budget_bytes: u64,
     state: Mutex<SpillState>,
 }
@@ -545,6 +546,46 @@ mod tests {
         );
     }
 
+    /// Another process holding a spill directory's owner lock: a `python3` that `flock`s it on Unix; on Windows (no
+    /// `python3` assumed) a second handle of this process, which `LockFileEx` treats like any other holder.
+    struct LockHolder {
+        #[cfg(unix)]
+        process: std::process::Child,
+        #[cfg(windows)]
+        _file: fs::File,
+    }
+
+    impl LockHolder {
+        fn hold(path: &Path) -> LockHolder {
+            #[cfg(unix)]
+            {
+                let hold =
+                    "import fcntl, sys, time\nf = open(sys.argv[1])\nfcntl.flock(f, fcntl.LOCK_EX)\ntime.sleep(60)";
+                let process = std::process::Command::new("python3")
+                    .args(["-c", hold])
+                    .arg(path)
+                    .spawn()
+                    .unwrap();
+                LockHolder { process }
+            }
+            #[cfg(windows)]
+            {
+                let file = fs::File::open(path).unwrap();
+                file.lock().unwrap();
+                LockHolder { _file: file }
+            }
+        }
+
+        fn release(self) {
+            #[cfg(unix)]
+            {
+                let mut process = self.process;
+                process.kill().unwrap();
+                process.wait().unwrap();
+            }
+        }
+    }
+
     #[test]
     fn a_new_spill_dir_sweeps_those_of_processes_that_are_gone_and_keeps_the_living() {
         let parent = tempfile::tempdir().unwrap();
@@ -562,12 +603,7 @@ mod tests {
         // Another live process holds its lock: no process table is read to decide, so this holds where there is no
         // `/proc`.
         let living = make(&format!("{SPILL_DIR_PREFIX}4343-abc"), true);
-        let hold = "import fcntl, sys, time\nf = open(sys.argv[1])\nfcntl.flock(f, fcntl.LOCK_EX)\ntime.sleep(60)";
-        let mut holder = std::process::Command::new("python3")
-            .args(["-c", hold])
-            .arg(living.join(OWNER_LOCK))
-            .spawn()
-            .unwrap();
+        let holder = LockHolder::hold(&living.join(OWNER_LOCK));
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while fs::File::open(living.join(OWNER_LOCK)).unwrap().try_lock().is_ok() {
             assert!(std::time::Instant::now() < deadline, "flock never took the lock");
@@ -589,8 +625,7 @@ mod tests {
         assert!(!of_dead.exists(), "the directory of a process that is gone is removed");
         assert!(living.exists(), "another live process's directory is kept");
         assert!(sibling.path().exists() && unlocked.exists() && file.exists());
-        holder.kill().unwrap();
-        holder.wait().unwrap();
+        holder.release();
         // Its owner gone, the next spill directory sweeps it.
         let _next = SpillDir::new_in(parent.path(), DEFAULT_SPILL_BUDGET_BYTES).unwrap();
         assert!(!living.exists(), "the directory of a process that ended is removed");
@@ -729,7 +764,7 @@ mod tests {
         assert_eq!(fs::read(&g.report.files[1]).unwrap(), b"RIFF");
         let lines: Vec<String> = text_of(&g)
             .lines()
-            .map(|l| l.replace(&spill.path().display().to_string(), "DIR"))
+            .map(|l| l.replace(&spill.path().display().to_string(), "DIR").replace('\\', "/"))
             .collect();
         assert_eq!(
             lines,

@@ -487,7 +487,13 @@ mod tests {
             guardian: GuardianMode::Path("/x/guardian".into()),
             ..ProcessOptions::default()
         };
-        assert_eq!(opts.guardian_executable(), Some(PathBuf::from("/x/guardian")));
+        // Windows needs none: each server's Job Object ends its tree with pimcp.
+        let explicit = if cfg!(windows) {
+            None
+        } else {
+            Some(PathBuf::from("/x/guardian"))
+        };
+        assert_eq!(opts.guardian_executable(), explicit);
         let opts = ProcessOptions {
             guardian: GuardianMode::Disabled,
             ..ProcessOptions::default()
