@@ -434,6 +434,29 @@ fn approve_tools(raw: &RawApproveTools) -> ApproveTools {
     }
 }
 
+/// `scriptMode` and `MCP_SCRIPT_MODE=0`: the `mcpScript` limits, or `None` when it is off. Limits out of range are
+/// clamped (timeout 1 s to 10 min, memory 8 MiB to 1 GiB, calls 1 to 1000).
+fn script_limits(raw: Option<crate::raw::RawScriptMode>, env: &EnvMap) -> Option<crate::model::ScriptLimits> {
+    use crate::model::ScriptLimits;
+    use crate::raw::RawScriptMode;
+    if env.get("MCP_SCRIPT_MODE").map(str::trim) == Some("0") {
+        return None;
+    }
+    let limits = match raw {
+        Some(RawScriptMode::Flag(false)) => return None,
+        Some(RawScriptMode::Flag(true)) | None => return Some(ScriptLimits::DEFAULT),
+        Some(RawScriptMode::Limits(limits)) => limits,
+    };
+    let number = |v: Option<f64>, min: f64, max: f64| v.filter(|v| v.is_finite()).map(|v| v.clamp(min, max));
+    let d = ScriptLimits::DEFAULT;
+    Some(ScriptLimits {
+        timeout: number(limits.timeout_ms, 1_000.0, 600_000.0).map_or(d.timeout, |ms| Duration::from_millis(ms as u64)),
+        memory_bytes: number(limits.memory_mb, 8.0, 1024.0).map_or(d.memory_bytes, |mb| (mb as usize) << 20),
+        max_calls: number(limits.max_calls, 1.0, 1000.0).map_or(d.max_calls, |n| n as u32),
+        max_in_flight: d.max_in_flight,
+    })
+}
+
 /// Typed settings from the merged settings map and the environment switches (`MCP_OUTPUT_GUARD=0`).
 pub(crate) fn build_settings(
     values: &Map<String, Value>,
@@ -530,6 +553,7 @@ pub(crate) fn build_settings(
             Some(v) if v.is_finite() && v >= 0.0 => (v as usize).max(Settings::MIN_MAX_MESSAGE_BYTES),
             _ => defaults.max_message_bytes,
         },
+        script: script_limits(raw.script_mode, env),
     }
 }
 

@@ -27,12 +27,11 @@ const INCUMBENT_SERVER_FIELDS: [&str; 7] = [
     "httpTransport",
     "pluginDataDir",
 ];
-const INCUMBENT_SETTINGS: [&str; 14] = [
+const INCUMBENT_SETTINGS: [&str; 13] = [
     "namespaceProxyTools",
     "strictDirectToolArguments",
     "directToolResultDetails",
     "warnOnLargeDirectTools",
-    "scriptMode",
     "authRequiredMessage",
     "oauthCredentialStore",
     "ancestorConfigRoots",

@@ -51,9 +51,9 @@ pub use jsonc::{JsoncError, parse as parse_jsonc, strip as strip_jsonc};
 pub use load::{LoadOptions, is_pimcp_command, load, load_in_memory};
 pub use model::{
     ApproveTools, AuthConfig, Availability, Config, ConfigProblem, DirectTools, HostConfigDiscovery, HttpTransport,
-    IdentityAssertionConfig, Lifecycle, OAuthConfig, OAuthGrant, Origin, OutputGuard, ProtocolMode, Secret,
-    SecretValue, ServerConfig, Settings, Severity, SocketTransport, SourceFile, SourceKind, StdioTransport, Timeouts,
-    TokenStoreKind, ToolPrefix, TraceSettings, Transport,
+    IdentityAssertionConfig, Lifecycle, OAuthConfig, OAuthGrant, Origin, OutputGuard, ProtocolMode, ScriptLimits,
+    Secret, SecretValue, ServerConfig, Settings, Severity, SocketTransport, SourceFile, SourceKind, StdioTransport,
+    Timeouts, TokenStoreKind, ToolPrefix, TraceSettings, Transport,
 };
 pub use paths::{EnvMap, agent_dir, data_dir, expand_tilde, source_path};
 pub use preview::{HostPreview, ImportFilePreview, ImportServerPreview, preview_imports};

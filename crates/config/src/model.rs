@@ -345,6 +345,28 @@ impl OutputGuard {
     };
 }
 
+/// `scriptMode`: the limits of one `mcpScript` run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScriptLimits {
+    /// Wall time, from start to result, tool calls included.
+    pub timeout: Duration,
+    /// The JavaScript heap.
+    pub memory_bytes: usize,
+    /// Tool calls (`tools.call`) per script.
+    pub max_calls: u32,
+    /// Tool calls in flight at once (`Promise.all`).
+    pub max_in_flight: usize,
+}
+
+impl ScriptLimits {
+    pub const DEFAULT: ScriptLimits = ScriptLimits {
+        timeout: Duration::from_secs(30),
+        memory_bytes: 64 * 1024 * 1024,
+        max_calls: 50,
+        max_in_flight: 8,
+    };
+}
+
 /// `settings.trace`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TraceSettings {
@@ -401,6 +423,8 @@ pub struct Settings {
     /// `maxMessageBytes`: the largest JSON-RPC message pimcp reads from a line-framed connection (a stdio or
     /// Unix-socket server's answers, a host's requests on stdio); default [`Settings::DEFAULT_MAX_MESSAGE_BYTES`].
     pub max_message_bytes: usize,
+    /// `scriptMode`: the `mcpScript` tool and its limits; `None` = off (`scriptMode: false` or `MCP_SCRIPT_MODE=0`).
+    pub script: Option<ScriptLimits>,
 }
 
 impl Settings {
@@ -434,6 +458,7 @@ impl Default for Settings {
             health_interval: Duration::from_secs(30),
             discovery_timeout: Duration::from_secs(10),
             max_message_bytes: Settings::DEFAULT_MAX_MESSAGE_BYTES,
+            script: Some(ScriptLimits::DEFAULT),
         }
     }
 }

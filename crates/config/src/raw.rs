@@ -414,6 +414,32 @@ pub struct RawSettings {
     /// (default 16777216, 16 MiB; at least 65536). A larger answer fails its request at once, naming its size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_message_bytes: Option<f64>,
+    /// The `mcpScript` tool: `true` (default), `false`, or limits `{ timeoutMs, memoryMb, maxCalls }`.
+    /// `MCP_SCRIPT_MODE=0` turns it off for one host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_mode: Option<RawScriptMode>,
+}
+
+/// `scriptMode`: `true`/`false`, or limits.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RawScriptMode {
+    Flag(bool),
+    Limits(RawScriptLimits),
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RawScriptLimits {
+    /// Wall time of one script in milliseconds (default 30000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<f64>,
+    /// Memory of one script's JavaScript heap in MiB (default 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mb: Option<f64>,
+    /// Tool calls one script may make (default 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_calls: Option<f64>,
 }
 
 /// `outputGuard`: `true`/`false`, or limits.

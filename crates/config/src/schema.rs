@@ -109,6 +109,7 @@ pub(crate) fn expected(field: &str) -> &'static str {
         "searchKeywords" => "an object whose values are arrays of strings",
         "approveTools" => "`true`, `false` or an array of globs",
         "outputGuard" => "`true`, `false` or `{ \"maxBytes\", \"maxLines\" }` with non-negative integers",
+        "scriptMode" => "`true`, `false` or `{ \"timeoutMs\", \"memoryMb\", \"maxCalls\" }` with numbers",
         "hostConfigDiscovery" => "one of `off`, `prompt`, `on`",
         "tokenStore" => "one of `keyring`, `file`",
         "grantType" => "one of `authorization_code`, `client_credentials`, `identity_assertion`",
@@ -216,6 +217,7 @@ mod tests {
             "healthInterval",
             "discoveryTimeout",
             "maxMessageBytes",
+            "scriptMode",
         ];
         for name in settings {
             assert!(settings_fields().contains(&name), "schema misses setting `{name}`");

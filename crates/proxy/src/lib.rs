@@ -19,6 +19,7 @@ mod http;
 mod render;
 mod request;
 mod resource_subs;
+mod script;
 mod search;
 mod server;
 mod shapes;
@@ -48,6 +49,7 @@ pub use guard::{
 };
 pub use render::{Binary, BinaryKind, EMPTY_ERROR, EMPTY_RESULT, Piece, Rendered, human_bytes, render_call_result};
 pub use request::{PARAMS, ProxyRequest, parse_request};
+pub use script::{SCRIPT_TOOL_NAME, ScriptCall, ScriptError, ScriptOutcome, script_tool};
 pub use search::{
     DEFAULT_LIMIT, DEFAULT_SUGGESTIONS, Lookup, MAX_LIMIT, MAX_QUERY_TOKENS, MAX_REGEX_CHARS, MatchKind, SearchHit,
     SearchIndex, SearchPage, SearchQuery, ToolDoc, doc_schema,

@@ -26,3 +26,5 @@ mod http_serve;
 mod modes;
 #[path = "all/protocol.rs"]
 mod protocol;
+#[path = "all/script.rs"]
+mod script;

@@ -373,6 +373,10 @@ impl Proxy {
         self.inner.spill.path()
     }
 
+    pub(crate) fn spill(&self) -> &SpillDir {
+        &self.inner.spill
+    }
+
     /// Applies a new configuration to the runtime (a reload) and to the proxy (keywords, direct tools, approvals).
     pub async fn reconfigure(&self, config: Config) -> std::result::Result<(), ProxyError> {
         self.inner

@@ -19,6 +19,7 @@ use tracing::Instrument as _;
 use super::{Busy, PROGRESS_FLUSH_BOUND, ProxyServer, SERVER_NAME};
 use crate::facade::CallContext;
 use crate::forward::{relay_progress, with_caller};
+use crate::script::SCRIPT_TOOL_NAME;
 use crate::text::{Category, ProxyError};
 use crate::tool_def::TOOL_NAME;
 
@@ -329,6 +330,12 @@ impl ProxyServer {
             if self.inner.mcp.is_some() && name == TOOL_NAME {
                 let arguments = request.arguments.map(Value::Object);
                 self.inner.proxy.handle_owned_arguments(arguments, &call).await
+            } else if self.inner.script.is_some() && name == SCRIPT_TOOL_NAME {
+                let arguments = request.arguments.map(Value::Object);
+                self.inner
+                    .proxy
+                    .handle_script_arguments(arguments.as_ref(), &call)
+                    .await
             } else {
                 // Under the read lock: only the one target is cloned, not the whole surface (every direct tool's definition).
                 let target = {

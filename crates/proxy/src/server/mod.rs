@@ -138,6 +138,8 @@ struct ServerInner {
     bridge: HostBridge,
     /// `None` with `disableProxyTool`.
     mcp: Option<Tool>,
+    /// `mcpScript`, next to `mcp` unless `scriptMode` is off.
+    script: Option<Tool>,
     frozen: bool,
     surface: RwLock<Surface>,
     /// Initialized host sessions to notify.
@@ -218,6 +220,10 @@ impl ProxyServer {
         let config = proxy.config();
         let settings = &config.settings;
         let mcp = (!settings.disable_proxy_tool).then(|| mcp_tool(&ToolDefOptions::from_config(&config)));
+        let script = settings
+            .script
+            .filter(|_| mcp.is_some())
+            .map(|limits| crate::script::script_tool(&limits));
         let surface = compute_surface(&proxy);
         let stop = CancellationToken::new();
         let log = crate::host_log::HostLog::start(proxy.runtime(), stop.clone());
@@ -233,6 +239,7 @@ impl ProxyServer {
                 proxy,
                 bridge,
                 mcp,
+                script,
                 frozen: settings.freeze_direct_tools,
                 surface: RwLock::new(surface),
                 peers: Mutex::new(Vec::new()),
@@ -255,12 +262,13 @@ impl ProxyServer {
         &self.inner.proxy
     }
 
-    /// Every tool the host sees: `mcp` (unless disabled) then the direct tools.
+    /// Every tool the host sees: `mcp` and `mcpScript` (unless disabled) then the direct tools.
     pub fn tools(&self) -> Vec<Tool> {
         let surface = self.surface();
         self.inner
             .mcp
             .iter()
+            .chain(self.inner.script.iter())
             .cloned()
             .chain(surface.direct.iter().map(|d| d.tool.clone()))
             .collect()

@@ -25,11 +25,13 @@ pub enum Category {
     InputRequired,
     /// The tool itself returned `isError`.
     ToolError,
+    /// An `mcpScript` threw or reached one of its limits.
+    Script,
     Other,
 }
 
 impl Category {
-    pub const ALL: [Category; 11] = [
+    pub const ALL: [Category; 12] = [
         Category::NeedsAuth,
         Category::Timeout,
         Category::Connection,
@@ -40,6 +42,7 @@ impl Category {
         Category::Untrusted,
         Category::InputRequired,
         Category::ToolError,
+        Category::Script,
         Category::Other,
     ];
 
@@ -55,6 +58,7 @@ impl Category {
             Category::Untrusted => "untrusted",
             Category::InputRequired => "input-required",
             Category::ToolError => "tool-error",
+            Category::Script => "script",
             Category::Other => "other",
         }
     }

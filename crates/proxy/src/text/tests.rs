@@ -154,6 +154,7 @@ fn categories_are_kebab_case_and_distinct() {
             "untrusted",
             "input-required",
             "tool-error",
+            "script",
             "other"
         ]
     );
