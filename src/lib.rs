@@ -25,6 +25,13 @@
 //! assert!(!called.is_error());
 //! assert!(pimcp.call("fixture_echo", json!([1])).await.is_error(), "arguments are an object");
 //! assert_eq!(pimcp.status().servers.len(), 1);
+//!
+//! // Several calls in one step, in a sandbox whose only way out is `tools` (the `mcpScript` tool's engine).
+//! let code = "const [a, b] = await Promise.all([tools.call('fixture_add', {a: 1, b: 2}), \
+//!             tools.call('fixture_add', {a: 3, b: 4})]); return a.sum + b.sum;";
+//! let outcome = pimcp.script(code, pimcp::ScriptLimits::DEFAULT).await;
+//! assert_eq!(outcome.value.unwrap(), json!(10));
+//! assert_eq!(pimcp.script_tool().unwrap()["name"], "mcpScript");
 //! pimcp.shutdown().await;
 //! # Ok(())
 //! # }
@@ -48,7 +55,10 @@ pub use pimcp_actors::{
 };
 /// The configuration model (`mcp.json`'s shape, [`config::Config`]) and its loader.
 pub use pimcp_config as config;
-pub use pimcp_proxy::{Category, ProxyError, ProxyResponse, SearchOutcome, ToolInfo};
+pub use pimcp_config::ScriptLimits;
+pub use pimcp_proxy::{
+    Category, ProxyError, ProxyResponse, ScriptCall, ScriptError, ScriptOutcome, SearchOutcome, ToolInfo,
+};
 
 /// How long [`Pimcp::shutdown`] gives the servers to close before they are killed.
 pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(10);
@@ -188,10 +198,15 @@ impl Builder {
             }
         };
         let tool = pimcp_proxy::mcp_tool(&pimcp_proxy::ToolDefOptions::from_config(&config));
+        let script_tool = config
+            .settings
+            .script
+            .map(|limits| serde_json::to_value(pimcp_proxy::script_tool(&limits)).unwrap_or_default());
         Ok(Pimcp {
             runtime,
             proxy,
             tool: serde_json::to_value(tool).unwrap_or_default(),
+            script_tool,
         })
     }
 }
@@ -202,6 +217,7 @@ pub struct Pimcp {
     runtime: pimcp_actors::Runtime,
     proxy: pimcp_proxy::Proxy,
     tool: Value,
+    script_tool: Option<Value>,
 }
 
 impl std::fmt::Debug for Pimcp {
@@ -227,6 +243,12 @@ impl Pimcp {
     /// configured servers.
     pub fn tool(&self) -> &Value {
         &self.tool
+    }
+
+    /// The `mcpScript` tool to hand the model next to [`Pimcp::tool`] (`None` with `scriptMode: false`); answer its
+    /// calls with [`Pimcp::script`] on the `code` argument.
+    pub fn script_tool(&self) -> Option<&Value> {
+        self.script_tool.as_ref()
     }
 
     /// Answers one call of the `mcp` tool with the model's `arguments` (status, `search`, `describe`, `tool` +
@@ -259,6 +281,17 @@ impl Pimcp {
         };
         self.proxy
             .call(tool, args, None, &pimcp_proxy::CallContext::default())
+            .await
+    }
+
+    /// Runs `code`, the body of an async JavaScript function, in a fresh sandbox with `limits`
+    /// ([`ScriptLimits::DEFAULT`]: 30 s, 64 MiB, 50 calls, 8 at once): `await tools.call(name, args)`,
+    /// `tools.search(query, {limit, server})` and `tools.describe(name)` reach the servers exactly as [`Pimcp::call`],
+    /// [`Pimcp::search`] and [`Pimcp::describe`] do; nothing else leaves the sandbox. The outcome holds the returned
+    /// value (as JSON), the `console` lines and the calls made; [`ScriptOutcome::text`] is what a model would read.
+    pub async fn script(&self, code: &str, limits: ScriptLimits) -> ScriptOutcome {
+        self.proxy
+            .script_with_limits(code, limits, &pimcp_proxy::CallContext::default())
             .await
     }
 

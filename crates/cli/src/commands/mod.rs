@@ -12,6 +12,7 @@ mod init;
 mod launch;
 mod prompts;
 mod remote;
+mod script;
 mod search;
 mod serve;
 mod session;
@@ -54,6 +55,8 @@ pub(crate) enum Command {
     Describe(describe::DescribeArgs),
     /// Call a tool: `call NAME '{"arg": "value"}'`.
     Call(call::CallArgs),
+    /// Run a script that chains tool calls (`mcpScript`): `script FILE` or `script -` for stdin.
+    Script(script::ScriptArgs),
     /// Connect a server now, refresh its cached metadata and list its tools.
     Connect(connect::ConnectArgs),
     /// List the prompts servers offer.
@@ -71,6 +74,7 @@ impl Command {
             Command::Search(a) => a.json,
             Command::Describe(a) => a.json,
             Command::Call(a) => a.json,
+            Command::Script(a) => a.json,
             Command::Connect(a) => a.json,
             Command::Prompts(a) => a.json,
             Command::Config(_)
@@ -138,6 +142,7 @@ fn run_command(ctx: &Ctx, command: Command) -> anyhow::Result<u8> {
         Command::Search(args) => search::run(ctx, args),
         Command::Describe(args) => describe::run(ctx, args),
         Command::Call(args) => call::run(ctx, args),
+        Command::Script(args) => script::run(ctx, args),
         Command::Connect(args) => connect::run(ctx, args),
         Command::Prompts(args) => prompts::run(ctx, args),
         Command::Serve(args) => serve::run(ctx, args),

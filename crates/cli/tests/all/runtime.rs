@@ -182,6 +182,49 @@ fn call_reads_arguments_from_stdin_and_saves_images() {
     std::fs::remove_dir_all(std::path::Path::new(path).parent().unwrap()).unwrap();
 }
 
+/// `script FILE|-`: the value and the console lines, `--json` (`pimcp/script/v1`) with the calls it made, exit 1 for
+/// a script that failed, 2 for no script at all.
+#[test]
+fn script_runs_a_file_or_stdin_and_reports_its_calls() {
+    let sb = with_fixture(json!({}));
+    let file = sb.write(
+        sb.project.join("sum.js"),
+        "const [a, b] = await Promise.all([tools.call('fixture_add', {a: 1, b: 2}), tools.call('fixture_add', {a: 3, b: 4})]);\n\
+         console.log('two calls');\nreturn a.sum + b.sum;\n",
+    );
+    let run = sb.run(&["script", &file.to_string_lossy()]);
+    assert_eq!(
+        (run.code, run.stdout.as_str()),
+        (0, "10\n--- console ---\ntwo calls\n"),
+        "{run:?}"
+    );
+
+    let run = sb.run_with_stdin(
+        &["script", "-", "--json"],
+        "return await tools.call('fixture_fail', {});",
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let json = run.json();
+    assert_eq!(json["schema"], "pimcp/script/v1");
+    assert_eq!(
+        (json["ok"].as_bool(), json["error"]["category"].as_str()),
+        (Some(false), Some("script"))
+    );
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("uncaught ToolError (tool-error): "),
+        "{json}"
+    );
+    assert_eq!(json["calls"][0]["tool"], "fixture_fail");
+    assert_eq!(json["calls"][0]["category"], "tool-error");
+
+    let run = sb.run_with_stdin(&["script", "-"], "  \n");
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("the script is empty"), "{run:?}");
+}
+
 #[test]
 fn prompts_connect_a_server_nothing_is_known_about() {
     let sb = with_fixture(json!({}));

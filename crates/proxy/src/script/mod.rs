@@ -327,9 +327,16 @@ impl Proxy {
 /// binaries as the guard noted them); an error result throws.
 fn call_value(response: ProxyResponse) -> Result<Value, engine::HostError> {
     if response.is_error() {
+        let category = response.category.unwrap_or(Category::ToolError);
+        let text = response.text();
+        // The category is the error's own property; the text need not repeat it.
+        let message = text
+            .strip_suffix(&format!("\ncategory: {category}"))
+            .unwrap_or(&text)
+            .to_owned();
         return Err(engine::HostError {
-            category: response.category.unwrap_or(Category::ToolError).as_str().into(),
-            message: response.text(),
+            category: category.as_str().into(),
+            message,
         });
     }
     Ok(match response.result.structured_content {
@@ -339,9 +346,14 @@ fn call_value(response: ProxyResponse) -> Result<Value, engine::HostError> {
 }
 
 fn host_error(e: &ProxyError) -> engine::HostError {
+    let mut message = e.message.clone();
+    for hint in &e.hints {
+        message.push('\n');
+        message.push_str(hint);
+    }
     engine::HostError {
         category: e.category.as_str().into(),
-        message: e.text(),
+        message,
     }
 }
 
