@@ -52,8 +52,8 @@ pub use runtime::{CONTROL_REPLY_SLACK, Runtime, RuntimeHandle, RuntimeOptions, S
 pub use schema::ToolSchema;
 pub use status::{RuntimeEvent, ServerLogMessage, ServerNotice, ServerState, ServerStatus, StatusSnapshot};
 pub use trace::{
-    DEFAULT_TRACE_MAX_BYTES, Direction, MIN_TRACE_MAX_BYTES, MessageKind, ProtocolTrace, TRACE_FILE_NAME,
-    TRACE_VERSION, TraceLine, TraceSink, trace_enabled,
+    DEFAULT_TRACE_MAX_BYTES, Direction, MIN_TRACE_MAX_BYTES, MessageKind, ProtocolTrace, ScriptTraceCall,
+    ScriptTraceLine, TRACE_FILE_NAME, TRACE_VERSION, TraceLine, TraceSink, trace_enabled,
 };
 pub use transport::{
     ConnectError, ConnectSpec, Connection, Era, PIMCP_SERVER_NAME, SharedHttp, connect, default_http_client,

@@ -126,6 +126,11 @@ impl RuntimeHandle {
         self.shared.board.subscribe_notices()
     }
 
+    /// The JSONL protocol trace when `settings.trace` turns it on for the runtime (`None` otherwise).
+    pub fn trace(&self) -> Option<&crate::trace::TraceSink> {
+        self.shared.settings.trace.enabled.then_some(&self.shared.trace)
+    }
+
     /// The current catalog snapshot (never waits).
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog_rx.borrow().clone()

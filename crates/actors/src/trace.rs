@@ -355,6 +355,52 @@ pub struct TraceLine {
     pub error: Option<String>,
 }
 
+/// One `mcpScript` run (`"kind": "script"`): how it ended and the tools it called, in the order they ended. Never
+/// the script's code, arguments or results.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScriptTraceLine {
+    /// [`TRACE_VERSION`].
+    pub v: u32,
+    /// UTC, RFC 3339 with milliseconds, when the script ended.
+    pub ts: String,
+    /// Always `script`.
+    pub kind: String,
+    /// `ok`, or the error category that ended it (`script`, `timeout`, …).
+    pub outcome: String,
+    pub duration_ms: f64,
+    pub calls: Vec<ScriptTraceCall>,
+}
+
+/// One `tools.call` of a script.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScriptTraceCall {
+    /// The exposed tool name.
+    pub tool: String,
+    pub duration_ms: f64,
+    /// The error category when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl TraceSink {
+    /// Appends one script's line.
+    pub fn record_script(&self, outcome: &str, duration: std::time::Duration, calls: Vec<ScriptTraceCall>) {
+        let line = ScriptTraceLine {
+            v: TRACE_VERSION,
+            ts: rfc3339_millis(SystemTime::now()),
+            kind: "script".into(),
+            outcome: outcome.into(),
+            duration_ms: duration.as_secs_f64() * 1000.0,
+            calls,
+        };
+        if let Ok(json) = serde_json::to_vec(&line) {
+            self.write_line(json);
+        }
+    }
+}
+
 /// The recorder of one live connection.
 #[derive(Clone)]
 pub(crate) struct ConnTrace {

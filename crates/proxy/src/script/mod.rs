@@ -193,6 +193,7 @@ impl Proxy {
             .map_or_else(CancellationToken::new, CancellationToken::child_token);
         let host = self.script_host(ctx.timeout, span.clone());
         let main = tokio::runtime::Handle::current();
+        let started = std::time::Instant::now();
         let code = code.to_owned();
         let run = tokio::task::spawn_blocking(move || engine::run_blocking(&code, limits, host, main, cancel));
         let outcome = match run.instrument(span.clone()).await {
@@ -213,6 +214,22 @@ impl Proxy {
                 })
                 .collect(),
         };
+        if let Some(trace) = self.runtime().trace() {
+            let calls = outcome
+                .calls
+                .iter()
+                .map(|c| pimcp_actors::ScriptTraceCall {
+                    tool: c.tool.clone(),
+                    duration_ms: c.elapsed.as_secs_f64() * 1000.0,
+                    error: c.category.clone(),
+                })
+                .collect();
+            let ended = match &outcome.value {
+                Ok(_) => "ok",
+                Err(e) => e.category().as_str(),
+            };
+            trace.record_script(ended, started.elapsed(), calls);
+        }
         span.record("calls", outcome.calls.len());
         span.record(
             "failed_calls",

@@ -290,3 +290,45 @@ async fn the_tool_sits_next_to_mcp_unless_script_mode_is_off() {
 fn names(env: &Env) -> Vec<String> {
     env.server().tools().iter().map(|t| t.name.to_string()).collect()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_protocol_trace_records_a_scripts_calls_but_not_its_code_arguments_or_results() {
+    let env = start(json!({
+        "settings": { "trace": { "enabled": true, "file": "{dir}/trace.jsonl" } },
+        "mcpServers": { "fx": stdio(&[]) },
+    }))
+    .await;
+    let outcome = run(
+        &env,
+        r#"
+        const secretCode = "c0de-s3cret";
+        const echoed = await tools.call("fx_echo", {text: "arg-s3cret"});
+        try { await tools.call("fx_fail", {}); } catch (e) {}
+        return echoed;
+        "#,
+    )
+    .await;
+    assert_eq!(outcome.value.unwrap(), json!("arg-s3cret"));
+    let path = env.path("trace.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let script: Vec<pimcp_actors::ScriptTraceLine> = text
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"script\""))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(script.len(), 1, "{text}");
+    assert_eq!(script[0].outcome, "ok");
+    let calls: Vec<(&str, Option<&str>)> = script[0]
+        .calls
+        .iter()
+        .map(|c| (c.tool.as_str(), c.error.as_deref()))
+        .collect();
+    assert_eq!(calls, [("fx_echo", None), ("fx_fail", Some("tool-error"))]);
+    // The upstream calls are traced as usual, and no line holds the code, the arguments or the results.
+    assert!(
+        text.lines().filter(|l| l.contains("\"method\":\"tools/call\"")).count() >= 4,
+        "{text}"
+    );
+    assert!(!text.contains("s3cret"), "{text}");
+    env.shutdown().await;
+}
