@@ -2,8 +2,8 @@
 //! by `.ci/setup-hosts` into `.ci/hosts`; a missing host fails with that command), each run non-interactively by
 //! `tests/hosts/run.py` in a throwaway HOME against a scripted model on loopback (`tests/hosts/model_api.py`, which
 //! speaks the host's model API). On a cold pimcp cache the model finds pimcp's `mcp` tool as the host presents it,
-//! searches `echo`, calls `fixture_echo`, then a typo, and checks each tool result the host sent back; the host's own
-//! `mcp list` must show pimcp. The upstreams are `mcp-fixture` and server-everything (`.ci/setup-peers`).
+//! searches `echo`, calls `fixture_echo`, then a typo, then (where the host offers it up front) one `mcpScript` that
+//! makes two calls, and checks each tool result the host sent back; the host's own `mcp list` must show pimcp. The upstreams are `mcp-fixture` and server-everything (`.ci/setup-peers`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -152,6 +152,13 @@ async fn gemini_cli_lists_pimcp_mcp_up_front_and_relays_search_call_and_typo() {
     assert_eq!(summary["deferred"], false, "{summary:#}");
     assert_eq!(summary["tool_name"], "mcp_pimcp_mcp", "{summary:#}");
     assert_eq!(step(&summary, "typo")["is_error"], true, "{summary:#}");
+    // `mcpScript` is offered next to `mcp`: one call runs two upstream calls and returns their combined result.
+    let script = step(&summary, "script");
+    assert_eq!(script["tool"], "mcp_pimcp_mcpScript", "{summary:#}");
+    assert!(
+        script["result"].as_str().is_some_and(|r| r.contains("scripted 42")),
+        "{summary:#}"
+    );
     let list = summary["mcp_list"].as_str().unwrap_or_default();
     assert!(list.contains("pimcp:") && list.contains("Connected"), "{list}");
 }

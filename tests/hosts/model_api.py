@@ -43,6 +43,10 @@ SEARCH = "echo"
 FOUND = "fixture_echo"
 TYPO = "fixture_ecoh"
 FINAL = "done"
+# The `mcpScript` step: two calls in one script, one combined result.
+SCRIPT = ("const [a, b] = await Promise.all([tools.call('fixture_echo', {text: 'scripted'}), "
+          "tools.call('fixture_add', {a: 20, b: 22})]); return `${a} ${b.sum}`;")
+SCRIPTED = "scripted 42"
 
 
 def mcp_tool_name(names):
@@ -54,6 +58,14 @@ def mcp_tool_name(names):
         if "pimcp" in name and name.endswith("mcp"):
             return name
     return None
+
+
+def script_tool_name(names):
+    """The host's name for pimcp's `mcpScript` tool among `names`, or None."""
+    for name in names:
+        if "pimcp" in name and name.endswith("mcpScript"):
+            return name
+    return "mcpScript" if "mcpScript" in names else None
 
 
 def tool_search_name(names):
@@ -145,6 +157,8 @@ class Script:
         _, _, name, args = call
         if name != self.tool_name and name == self.tool_search:
             return "tool_search"
+        if name and name.endswith("mcpScript"):
+            return "script"
         args = args if isinstance(args, dict) else {}
         if "search" in args:
             return "search"
@@ -229,11 +243,22 @@ class Script:
                         why=None if ok else f"the typo's result is not an error suggesting {FOUND}")
             if not ok:
                 return self.fail_text()
-            with self.lock:
-                self.finished = True
-            self.record("final", text=FINAL, ok=True)
-            return ("text", FINAL)
+            script = script_tool_name(conv.tool_names)
+            if script and not self.code_mode:
+                return ("tool", script, {"code": SCRIPT}, self.call_id("script"))
+            return self.finish()
+        if step == "script":
+            ok = SCRIPTED in text and not is_error
+            self.record("script", tool=call[2], args=call[3], result=excerpt, is_error=is_error, ok=ok,
+                        why=None if ok else f"no '{SCRIPTED}' in the script's result")
+            return self.finish() if ok else self.fail_text()
         return self.fail("unexpected", f"unexpected last call {call[2]}({json.dumps(call[3])})")
+
+    def finish(self):
+        with self.lock:
+            self.finished = True
+        self.record("final", text=FINAL, ok=True)
+        return ("text", FINAL)
 
     def fail(self, step, why):
         self.record(step, ok=False, why=why)
@@ -244,7 +269,7 @@ class Script:
 
     def verdict(self):
         with self.lock:
-            order = ["tool_search", "search", "call", "typo", "final"]
+            order = ["tool_search", "search", "call", "typo", "script", "final"]
             steps = [self.steps[s] for s in order if s in self.steps]
             steps += [v for k, v in self.steps.items() if k not in order]
             missing = [s for s in ("search", "call", "typo", "final") if s not in self.steps]

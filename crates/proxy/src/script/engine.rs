@@ -232,7 +232,7 @@ async fn evaluate<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>, source: &str) -> Res
 fn failure(caught: CaughtError<'_>, limits: ScriptLimits) -> Failure {
     match caught {
         CaughtError::Exception(exception) => {
-            let message = exception.message().unwrap_or_default();
+            let mut message = exception.message().unwrap_or_default();
             let name: String = exception.get("name").unwrap_or_else(|_| "Error".into());
             let category: Option<String> = exception.get("category").ok().flatten();
             if message == "out of memory" {
@@ -240,6 +240,11 @@ fn failure(caught: CaughtError<'_>, limits: ScriptLimits) -> Failure {
             } else if message.contains("call stack size exceeded") || message == "stack overflow" {
                 Failure::Stack
             } else {
+                // Where in the script: the first frame of the script's own source (its line 1 is the code's line 1).
+                let stack: String = exception.get("stack").unwrap_or_default();
+                if let Some(line) = script_line(&stack).filter(|_| message != "interrupted") {
+                    message.push_str(&format!(" (line {line})"));
+                }
                 Failure::Thrown {
                     name,
                     message,
@@ -258,6 +263,12 @@ fn failure(caught: CaughtError<'_>, limits: ScriptLimits) -> Failure {
         CaughtError::Error(rquickjs::Error::Allocation) => Failure::Memory(limits.memory_bytes),
         CaughtError::Error(e) => Failure::Engine(e.to_string()),
     }
+}
+
+/// The line of the script a stack trace points at first (`eval_script:LINE:COLUMN`).
+fn script_line(stack: &str) -> Option<u32> {
+    let at = stack.find("eval_script:")? + "eval_script:".len();
+    stack[at..].split(':').next()?.parse().ok()
 }
 
 /// The five raw host functions the prelude wraps (and then deletes).
