@@ -74,6 +74,12 @@ pub(crate) fn with_caller<F: Future>(
     CALLER.scope(peer, f)
 }
 
+/// The host session whose request this task serves, if any: work that runs on other tasks for that request (an
+/// `mcpScript`'s tool calls) enters [`with_caller`] with it so that it is routed back to the same session.
+pub(crate) fn current_caller() -> Option<Peer<RoleServer>> {
+    CALLER.try_with(Peer::clone).ok()
+}
+
 /// The identity of a host session: its peer info is set once at initialize and shared by every clone of its peer.
 type SessionInfo = Arc<InitializeRequestParams>;
 

@@ -372,6 +372,44 @@ fn direct_tools_env_overrides_config() {
     assert_eq!(sb.load().settings.output_guard, None);
 }
 
+/// `scriptMode`: on by default with the default limits, off with `false` or `MCP_SCRIPT_MODE=0`, limits clamped to
+/// their ranges, and a wrong type is a problem naming the field.
+#[test]
+fn script_mode_defaults_limits_and_the_switch() {
+    use pimcp_config::ScriptLimits;
+    use std::time::Duration;
+    let mut sb = Sandbox::new();
+    sb.write(sb.global(), r#"{"mcpServers": {"a": {"command": "x"}}}"#);
+    assert_eq!(sb.load().settings.script, Some(ScriptLimits::DEFAULT));
+    sb.write(
+        sb.global(),
+        r#"{"settings": {"scriptMode": {"timeoutMs": 5000, "memoryMb": 4, "maxCalls": 100000}}, "mcpServers": {}}"#,
+    );
+    let limits = sb.load().settings.script.unwrap();
+    assert_eq!(limits.timeout, Duration::from_secs(5));
+    assert_eq!(limits.memory_bytes, 8 << 20, "raised to the 8 MiB floor");
+    assert_eq!(limits.max_calls, 1000, "cut to the ceiling");
+    sb.write(sb.global(), r#"{"settings": {"scriptMode": false}, "mcpServers": {}}"#);
+    assert_eq!(sb.load().settings.script, None);
+    sb.write(sb.global(), r#"{"settings": {"scriptMode": true}, "mcpServers": {}}"#);
+    sb.env.insert("MCP_SCRIPT_MODE", "0");
+    assert_eq!(sb.load().settings.script, None);
+    sb.env.remove("MCP_SCRIPT_MODE");
+    sb.write(sb.global(), r#"{"settings": {"scriptMode": "yes"}, "mcpServers": {}}"#);
+    let config = sb.load();
+    let problem = config
+        .problems
+        .iter()
+        .find(|p| p.field.as_deref() == Some("settings.scriptMode"))
+        .unwrap_or_else(|| panic!("{:?}", config.problems));
+    assert!(problem.message.contains("`true`, `false` or"), "{problem:?}");
+    assert_eq!(
+        config.settings.script,
+        Some(ScriptLimits::DEFAULT),
+        "a bad value keeps the default"
+    );
+}
+
 #[test]
 fn identity_hash_tracks_identity_fields_only() {
     let sb = Sandbox::new();

@@ -276,10 +276,14 @@ impl Proxy {
     /// `script_call` span under the script's.
     fn script_host(&self, timeout: Option<Duration>, parent: tracing::Span) -> engine::Host {
         let proxy = self.clone();
+        // The host session that called the script: its requests run on other tasks, in that session's scope, so
+        // that approvals, sampling and elicitation reach the session that made the call.
+        let caller = crate::forward::current_caller();
         Arc::new(move |op, cancel| {
             let proxy = proxy.clone();
             let parent = parent.clone();
-            Box::pin(async move {
+            let caller = caller.clone();
+            let request = async move {
                 match op {
                     engine::HostOp::Call { tool, args } => {
                         let span = tracing::info_span!(parent: &parent, "script_call", tool = %tool, outcome = tracing::field::Empty);
@@ -335,7 +339,11 @@ impl Proxy {
                         Err(e) => Err(host_error(&e)),
                     },
                 }
-            })
+            };
+            match caller {
+                Some(peer) => Box::pin(crate::forward::with_caller(peer, request)),
+                None => Box::pin(request),
+            }
         })
     }
 }

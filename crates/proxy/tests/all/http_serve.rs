@@ -223,6 +223,61 @@ async fn forwarded_requests_and_approvals_reach_the_session_that_made_the_call()
     served.stop().await;
 }
 
+/// `mcpScript` from two sessions at once: each gets its own result, and each script's approvals and elicitations
+/// reach the session that ran it, not the other one (the script's calls run on tasks of their own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_from_two_sessions_run_side_by_side_and_ask_their_own_session() {
+    let config = json!({
+        "settings": { "approveTools": ["echo"] },
+        "mcpServers": { "fx": stdio(&["--event-log", "{dir}/fx.log"]) }
+    });
+    let served = serve(config, HttpOptions::default(), DEADLINE).await;
+    let (ha, hb) = (TestHost::capable(), TestHost::capable());
+    let (pa, pb) = (ha.probe.clone(), hb.probe.clone());
+    // `b` initializes last, so a "most recent host" bridge would send everything to it.
+    let a = host(&served.url(), None, ha).await;
+    let b = host(&served.url(), None, hb).await;
+    *pa.approval.lock().unwrap() = Some("allow_once".into());
+    *pb.approval.lock().unwrap() = Some("deny".into());
+    let script = |who: &str| {
+        json!({ "code": format!(
+            "const sum = (await tools.call('fx_add', {{a: 1, b: 2}})).sum; \
+             let echoed; try {{ echoed = await tools.call('fx_echo', {{text: '{who}'}}); }} catch (e) {{ echoed = e.category; }} \
+             const asked = await tools.call('fx_elicit', {{message: 'for {who}'}}); \
+             return `${{sum}} ${{echoed}} ${{asked.includes('Ada')}}`;"
+        ) })
+    };
+    let (ra, rb) = tokio::join!(call(&a, "mcpScript", script("a")), call(&b, "mcpScript", script("b")));
+    assert_eq!(text_of(&ra), "3 a true");
+    assert_eq!(text_of(&rb), "3 approval true", "b denied its own approval");
+    let asked_a = pa.elicitations.lock().unwrap().clone();
+    let asked_b = pb.elicitations.lock().unwrap().clone();
+    assert!(
+        asked_a.iter().any(|m| m == "[fx] for a") && !asked_a.iter().any(|m| m.contains("for b")),
+        "{asked_a:?}"
+    );
+    assert!(
+        asked_b.iter().any(|m| m == "[fx] for b") && !asked_b.iter().any(|m| m.contains("for a")),
+        "{asked_b:?}"
+    );
+    assert!(
+        asked_a.iter().any(|m| m.contains("wants to run tool `echo`")),
+        "a was asked for a's call: {asked_a:?}"
+    );
+    assert!(
+        asked_b.iter().any(|m| m.contains("wants to run tool `echo`")),
+        "b was asked for b's call: {asked_b:?}"
+    );
+    assert_eq!(
+        count_events(&served.path("fx.log"), "call", Some("echo")),
+        1,
+        "only a's echo ran"
+    );
+    a.cancel().await.unwrap();
+    b.cancel().await.unwrap();
+    served.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_is_required_on_every_request_when_set() {
     let http = HttpOptions::default().with_token(AuthToken::new(TOKEN).unwrap());
