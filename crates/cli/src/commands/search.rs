@@ -72,6 +72,7 @@ fn kind_name(kind: MatchKind) -> &'static str {
         MatchKind::ExactName => "exact-name",
         MatchKind::NamePrefix => "name-prefix",
         MatchKind::Ranked => "ranked",
+        MatchKind::Weak => "weak",
         MatchKind::Regex => "regex",
         MatchKind::Listed => "listed",
         _ => "other",

@@ -17,9 +17,15 @@
 //!   (keywords: the best single keyword).
 //! - Query tokens leave out English filler words (`a`, `the`, `to`, …; [`STOPWORDS`]) unless the query has nothing
 //!   else.
+//! - A query token also matches, at the stem level, the other forms of its word (`entity`/`entities`), its action
+//!   synonyms ([`SYNONYMS`]: `add` finds `create` and `sum`, `remove` finds `delete`, …), and, when the vocabulary has
+//!   no token it equals or starts, the tokens one typo away (two from 8 characters on; optimal string alignment, the
+//!   first letter kept): exact matches always outscore them.
 //! - Gate: a tool is a hit when a phrase matched, or its one query token matched, or at least half of several did
 //!   (`echo message` finds an `echo` tool whose text never says "message"; the incumbent asked for every token of
-//!   one or two, and 60 % of more, so a model's natural two-word query often found nothing).
+//!   one or two, and 60 % of more, so a model's natural two-word query often found nothing). When no tool passes,
+//!   the tools that matched any token are returned as [`MatchKind::Weak`], and the text says so: a whole request
+//!   ("Can you add 17 and 25 for me?") still gets its best candidates.
 //! - Bonuses: all tokens matched +25 (else `round(10 · coverage)`), the first query token is a name token +8, a whole
 //!   field equals the query +20. Example: `echo` against `everything_echo` (description "Echoes back the input
 //!   string") scores 408, as in the incumbent.
@@ -82,6 +88,24 @@ const REGEX_SIZE_LIMIT_BYTES: usize = 1 << 20;
 const MAX_TOKEN_CHARS: usize = 64;
 /// Field tokens at least this long may be a stem of a longer query token.
 const MIN_STEM_CHARS: usize = 4;
+
+/// Action synonyms: a query word matches the other words of its groups at the stem level.
+const SYNONYMS: [&[&str]; 14] = [
+    &["create", "add", "new", "make", "insert"],
+    &["delete", "remove", "erase", "drop", "forget"],
+    &["find", "search", "lookup", "query", "locate"],
+    &["get", "fetch", "read", "retrieve", "load", "open", "view"],
+    &["list", "show", "enumerate"],
+    &["send", "post", "publish"],
+    &["update", "edit", "modify", "change", "replace", "fix"],
+    &["sum", "add", "total", "compute", "calculate"],
+    &["move", "rename"],
+    &["directory", "folder", "dir"],
+    &["image", "picture", "photo"],
+    &["compress", "zip", "gzip"],
+    &["write", "save", "store"],
+    &["link", "relate", "relation", "connect"],
+];
 
 const FIELD_NAME: usize = 0;
 const FIELD_ORIGINAL: usize = 1;
@@ -194,6 +218,9 @@ pub enum MatchKind {
     NamePrefix,
     /// Token ranking.
     Ranked,
+    /// Token ranking that passed no gate: only a few of the query's words matched (shown when nothing better did,
+    /// so a model still gets candidates and knows to rephrase).
+    Weak,
     /// The regex matched a field.
     Regex,
     /// Empty query with `server`: the server's catalog in name order.

@@ -4,11 +4,12 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use super::suggest::OsaScratch;
 use super::tokens::{name_key, normalize, tokenize};
 use super::{
     CharsOf, FIELD_DESCRIPTION, FIELD_KEYWORDS, FIELD_NAME, FIELD_ORIGINAL, FIELD_SERVER, LEVEL_EXACT, LEVEL_STEM,
-    LEVEL_SUBSTRING, MAX_QUERY_TOKENS, MIN_STEM_CHARS, MatchKind, N_FIELDS, Prepared, STOPWORDS, Scored, SearchIndex,
-    WEIGHTS, to_u32,
+    LEVEL_SUBSTRING, MAX_QUERY_TOKENS, MIN_STEM_CHARS, MatchKind, N_FIELDS, Prepared, STOPWORDS, SYNONYMS, Scored,
+    SearchIndex, WEIGHTS, to_u32,
 };
 
 impl SearchIndex {
@@ -105,6 +106,7 @@ impl SearchIndex {
         let n = tokens.len();
         let all: u16 = if n >= 16 { u16::MAX } else { (1u16 << n) - 1 };
         let mut out = Vec::new();
+        let mut weak = Vec::new();
         for &doc in &candidates {
             let d = doc as usize;
             if server.is_some_and(|s| self.docs[d].server != s) {
@@ -136,9 +138,7 @@ impl SearchIndex {
             let covered = acc.matched.count_ones() as usize;
             let tier = tiers.get(&doc).copied();
             let passes = phrase || if n == 1 { covered == 1 } else { covered * 2 >= n };
-            if !passes && tier.is_none() {
-                continue;
-            }
+            let strong = passes || tier.is_some();
             score += if covered == n {
                 25
             } else {
@@ -153,20 +153,27 @@ impl SearchIndex {
             let (tier, kind) = match tier {
                 Some(0) => (0, MatchKind::ExactName),
                 Some(_) => (1, MatchKind::NamePrefix),
-                None => (2, MatchKind::Ranked),
+                None if strong => (2, MatchKind::Ranked),
+                None => (2, MatchKind::Weak),
             };
-            out.push(Scored {
+            let scored = Scored {
                 tier,
                 score,
                 rank: prep.rank,
                 doc,
                 kind,
-            });
+            };
+            if strong {
+                out.push(scored);
+            } else {
+                weak.push(scored);
+            }
         }
         for doc in candidates {
             accs[doc as usize] = Acc::default();
         }
-        Some(out)
+        // Nothing passed the gate: the tools that matched some of the words, marked weak.
+        Some(if out.is_empty() { weak } else { out })
     }
 
     /// Tokens of the vocabulary matching `token`, with their level.
@@ -214,7 +221,86 @@ impl SearchIndex {
                 out.push((id, LEVEL_SUBSTRING));
             }
         }
+        let direct = out.iter().any(|&(_, level)| level >= LEVEL_STEM);
+        // Other forms of the word and its synonyms, at the stem level.
+        for form in word_forms(token) {
+            // The form itself, or (from 4 characters) a token it starts: `relation` → `relations`.
+            let start = self.vocab.partition_point(|v| **v < *form);
+            for (offset, v) in self.vocab[start..].iter().enumerate() {
+                let exact = v.len() == form.len();
+                if !v.starts_with(form.as_str()) || !(exact || form.len() >= MIN_STEM_CHARS) {
+                    break;
+                }
+                out.push((to_u32(start + offset), LEVEL_STEM));
+            }
+        }
+        // A typo: only when the vocabulary has nothing the token equals or starts.
+        if !direct && chars.len() >= MIN_STEM_CHARS {
+            self.typo_matches(&chars, out);
+        }
     }
+
+    /// Vocabulary tokens one typo from `chars` (two from 8 characters on) that share its first letter.
+    fn typo_matches(&self, chars: &[char], out: &mut Vec<(u32, u8)>) {
+        let budget = if chars.len() >= 8 { 2 } else { 1 };
+        let mut first = [0u8; 4];
+        let first: &str = chars[0].encode_utf8(&mut first);
+        let start = self.vocab.partition_point(|v| &**v < first);
+        let mut osa = OsaScratch::default();
+        let mut v_chars: Vec<char> = Vec::new();
+        for (offset, v) in self.vocab[start..].iter().enumerate() {
+            if !v.starts_with(first) {
+                break;
+            }
+            let len = v.chars().count();
+            if len.abs_diff(chars.len()) > budget || len < MIN_STEM_CHARS {
+                continue;
+            }
+            v_chars.clear();
+            v_chars.extend(v.chars());
+            if osa.distance(chars, &v_chars, budget).is_some_and(|d| d > 0) {
+                out.push((to_u32(start + offset), LEVEL_STEM));
+            }
+        }
+    }
+}
+
+/// The other forms of a query word that count as the word: singular and plural (`entity`/`entities`,
+/// `file`/`files`, `box`/`boxes`) and the words of its synonym groups ([`SYNONYMS`]).
+fn word_forms(token: &str) -> Vec<String> {
+    let mut forms: Vec<String> = Vec::new();
+    let mut push = |form: String| {
+        if form != token && !forms.contains(&form) {
+            forms.push(form);
+        }
+    };
+    if token.is_ascii() && token.len() >= 3 {
+        if let Some(stem) = token.strip_suffix("ies") {
+            push(format!("{stem}y"));
+        } else if let Some(stem) = token.strip_suffix('y') {
+            push(format!("{stem}ies"));
+        }
+        if let Some(stem) = token
+            .strip_suffix("es")
+            .filter(|s| s.ends_with(['s', 'x', 'z']) || s.ends_with("ch") || s.ends_with("sh"))
+        {
+            push(stem.to_string());
+        }
+        if let Some(stem) = token.strip_suffix('s').filter(|s| !s.ends_with('s') && s.len() >= 3) {
+            push(stem.to_string());
+        } else {
+            push(format!("{token}s"));
+            push(format!("{token}es"));
+        }
+    }
+    for group in SYNONYMS {
+        if group.contains(&token) {
+            for word in group.iter() {
+                push((*word).to_string());
+            }
+        }
+    }
+    forms
 }
 
 /// A ranked query's per-document arrays. Between queries every slot is back at its default: `levels` are taken as

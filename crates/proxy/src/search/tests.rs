@@ -195,9 +195,41 @@ fn half_of_the_words_is_enough_and_full_matches_rank_first() {
     assert_eq!(page.total, 0, "{:?}", names(&page));
     let page = index.search(&SearchQuery::new("read complete file zebra")).unwrap();
     assert_eq!(names(&page).first().map(String::as_str), Some("files_read_file"));
-    // One of three is not.
+    // One of three is not: then the tools that matched it are weak matches, shown because nothing passed.
     let page = index.search(&SearchQuery::new("echo zebra giraffe")).unwrap();
-    assert_eq!(page.total, 0, "{:?}", names(&page));
+    assert_eq!(names(&page).first().map(String::as_str), Some("everything_echo"));
+    assert!(
+        page.hits.iter().all(|h| h.kind == MatchKind::Weak),
+        "{:?}",
+        names(&page)
+    );
+    // A weak match never shows next to a strong one.
+    let page = index.search(&SearchQuery::new("echo zebra")).unwrap();
+    assert!(
+        page.hits.iter().all(|h| h.kind != MatchKind::Weak),
+        "{:?}",
+        names(&page)
+    );
+}
+
+#[test]
+fn word_forms_synonyms_and_typos_match_below_exact_words() {
+    let index = everything();
+    // A typo one letter off (a transposition counts once) finds the tool; the exact word would rank it the same.
+    let page = index.search(&SearchQuery::new("ehco")).unwrap();
+    assert_eq!(names(&page).first().map(String::as_str), Some("everything_echo"));
+    // A synonym: `lookup` finds a `search` tool, `show` a `list` tool.
+    let page = index.search(&SearchQuery::new("lookup code")).unwrap();
+    assert_eq!(names(&page).first().map(String::as_str), Some("github_search_code"));
+    let page = index.search(&SearchQuery::new("show issues")).unwrap();
+    assert_eq!(names(&page).first().map(String::as_str), Some("github_list_issues"));
+    // Singular and plural forms.
+    let exact = index.search(&SearchQuery::new("read files")).unwrap();
+    let singular = index.search(&SearchQuery::new("read file")).unwrap();
+    assert_eq!(names(&exact).first(), names(&singular).first());
+    // Exact beats fuzzy: `echo` scores above `ehco`.
+    let score = |q: &str| index.search(&SearchQuery::new(q)).unwrap().hits[0].score;
+    assert!(score("echo") > score("ehco"));
 }
 
 #[test]

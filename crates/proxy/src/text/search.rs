@@ -45,6 +45,11 @@ pub fn search_text(query: &SearchQuery, page: &SearchPage<'_>, skipped: &[Skippe
             out.push_str(&format!(" (showing {first}–{last})"));
         }
         out.push_str(":\n");
+        if page.hits.first().is_some_and(|h| h.kind == MatchKind::Weak) {
+            out.push_str(
+                "(weak matches: only some of your words matched; rephrase with words of a tool's name or description)\n",
+            );
+        }
         for hit in &page.hits {
             out.push_str(&format!("\n{}", hit.doc.name));
             if hit.doc.needs_approval {

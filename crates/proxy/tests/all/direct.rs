@@ -102,7 +102,7 @@ async fn a_fresh_install_discovers_direct_tool_servers_at_start_and_announces_th
     let env = start_in(dir, json!({ "mcpServers": { "fx": fx } })).await;
     // The held tools/list keeps the start-up discovery from finishing before the host has initialized.
     let session = connect(env.server(), TestHost::plain()).await;
-    assert_eq!(session.tool_names().await, ["mcp"], "nothing cached yet");
+    assert_eq!(session.tool_names().await, ["mcp", "mcpScript"], "nothing cached yet");
     let probe = session.probe.clone();
     std::fs::remove_file(&hold).unwrap();
     wait_until("tools/list_changed after the start-up discovery", DEADLINE, || {
@@ -124,7 +124,7 @@ async fn the_host_is_told_when_the_direct_surface_changes() {
     // No start-up discovery: the connect below is what fills the surface.
     let env = start(config(json!({ "discoveryTimeout": 0 }), json!({ "directTools": true }))).await;
     let session = connect(env.server(), TestHost::plain()).await;
-    assert_eq!(session.tool_names().await, ["mcp"], "nothing cached yet");
+    assert_eq!(session.tool_names().await, ["mcp", "mcpScript"], "nothing cached yet");
     let probe = session.probe.clone();
 
     session.mcp(json!({ "connect": "fx" })).await;
@@ -169,7 +169,7 @@ async fn a_frozen_surface_changes_only_on_deliberate_refreshes() {
         "deliberate refreshes are announced"
     );
     let probe = session.probe.clone();
-    assert_eq!(session.tool_names().await, ["mcp"]);
+    assert_eq!(session.tool_names().await, ["mcp", "mcpScript"]);
 
     // A deliberate connect updates the frozen surface.
     session.mcp(json!({ "connect": "fx" })).await;
@@ -255,7 +255,7 @@ async fn tool_exposure_makes_single_tools_proxy_only() {
     )
     .await;
     let session = connect(env.server(), TestHost::plain()).await;
-    assert_eq!(session.tool_names().await, ["mcp", "fx_echo"]);
+    assert_eq!(session.tool_names().await, ["mcp", "mcpScript", "fx_echo"]);
     session.client.cancel().await.unwrap();
     env.shutdown().await;
 }
@@ -271,7 +271,7 @@ async fn mcp_direct_tools_overrides_the_config() {
     .await;
     env.mcp(json!({ "connect": "fx" })).await;
     let session = connect(env.server(), TestHost::plain()).await;
-    assert_eq!(session.tool_names().await, ["mcp", "fx_echo"]);
+    assert_eq!(session.tool_names().await, ["mcp", "mcpScript", "fx_echo"]);
     session.client.cancel().await.unwrap();
     env.shutdown().await;
 }

@@ -22,17 +22,17 @@ async fn the_mcp_tool_is_small_on_the_wire_and_the_list_does_not_grow() {
     let env = start(one_server()).await;
     let session = connect(env.server(), TestHost::plain()).await;
     let tools = session.client.list_all_tools().await.unwrap();
-    assert_eq!(tools.len(), 1);
+    assert_eq!(tools.len(), 2, "mcp and mcpScript");
     let wire = serde_json::to_string(&tools[0]).unwrap();
     assert!(wire.chars().count() <= 1000, "{} chars: {wire}", wire.chars().count());
     assert!(wire.contains("\"name\":\"mcp\""));
     assert!(wire.contains("\"inputSchema\""));
 
-    // 200 synthetic tools later, still one tool.
+    // 200 synthetic tools later, still the same two tools.
     let r = session.mcp(json!({ "connect": "fx" })).await;
     assert!(r.is_error != Some(true), "{}", text_of(&r));
     assert!(env.proxy.runtime().catalog().tools().count() > 200);
-    assert_eq!(session.tool_names().await, ["mcp"]);
+    assert_eq!(session.tool_names().await, ["mcp", "mcpScript"]);
     let r = session
         .mcp(json!({ "tool": "fx_echo", "args": { "text": "over the wire" } }))
         .await;
