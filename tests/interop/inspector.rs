@@ -55,7 +55,7 @@ async fn inspector_cli_drives_pimcp_run() {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(names, ["mcp"], "{listed:#}");
+    assert_eq!(names, ["mcp", "mcpScript"], "{listed:#}");
     let description = listed["tools"][0]["description"].as_str().unwrap();
     assert!(!description.is_empty());
 

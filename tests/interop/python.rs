@@ -42,7 +42,7 @@ async fn python_mcp_client_in_auto_mode_drives_pimcp_run() {
     assert_eq!(init["server"], "pimcp");
     // Only `server/discover` (the auto probe) reaches 2026-07-28; a fallback to initialize would give 2025-11-25.
     assert_eq!(init["protocol"], "2026-07-28", "{out:#?}");
-    assert_eq!(step("tools/list")["tools"], json!(["mcp"]));
+    assert_eq!(step("tools/list")["tools"], json!(["mcp", "mcpScript"]));
 
     let connect = step("connect");
     assert_eq!(connect["is_error"], false, "{connect}");

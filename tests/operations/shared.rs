@@ -96,7 +96,11 @@ async fn python_and_inspector_share_one_serve_instance_and_one_upstream_process(
         steps[0]["protocol"], "2026-07-28",
         "auto mode takes the stateless path: {py_stdout}"
     );
-    assert_eq!(steps[1]["tools"], json!(["fixture_echo", "mcp"]), "{py_stdout}");
+    assert_eq!(
+        steps[1]["tools"],
+        json!(["fixture_echo", "mcp", "mcpScript"]),
+        "{py_stdout}"
+    );
     assert_eq!(steps[2]["count"], PYTHON_CALLS, "{py_stdout}");
 
     let inspector_stdout = String::from_utf8_lossy(&inspector_out.stdout);
