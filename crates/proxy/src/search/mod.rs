@@ -10,9 +10,10 @@
 //!   whole), other letters stay whole words. Any UTF-8 input is safe.
 //! - Fields and weights `w`: name (prefixed) 12, original name 10, server 8, description 5, keywords 5.
 //! - Per field, per query token: exact token 4w; else a stem match (a field token starts with the query token, or the
-//!   query token starts with a field token of at least 4 characters) 2w; else a substring of a field token 1w
-//!   (query tokens of 3+ characters, or 1–2 characters outside ASCII). A single ASCII character only matches exactly
-//!   (the incumbent let it stem-match every token starting with it).
+//!   query token starts with a field token of at least 4 characters) 2w; else, for words of scripts written without
+//!   spaces (tokens of character pairs), a substring of a field token 1w. A word of a spaced script never matches
+//!   inside another word (`bmi` is not in `submissions`). A single ASCII character only matches exactly (the
+//!   incumbent let it stem-match every token starting with it).
 //! - Per field, the whole normalized query as a phrase: equal to the field 14w, a prefix 9w, contained 6w
 //!   (keywords: the best single keyword).
 //! - Query tokens leave out English filler words (`a`, `the`, `to`, …; [`STOPWORDS`]) unless the query has nothing

@@ -195,9 +195,14 @@ impl SearchIndex {
                 out.push((to_u32(id), LEVEL_STEM));
             }
         }
-        // Substrings of field tokens.
+        // Substrings of field tokens: only for words of scripts without spaces, whose tokens are character pairs; a
+        // word of a spaced script matches whole words and their beginnings, never the inside of another word
+        // (`bmi` is not in `submissions`).
         let chars: Vec<char> = token.chars().collect();
-        let pool: Option<&[u32]> = if chars.len() >= 3 {
+        let inside_words = chars.iter().any(|&c| !c.is_ascii());
+        let pool: Option<&[u32]> = if !inside_words {
+            None
+        } else if chars.len() >= 3 {
             chars
                 .windows(3)
                 .map(|w| self.trigrams.get(&[w[0], w[1], w[2]]))

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::index::IdLists;
 use super::regex_search::{Pattern, ascii_fast_path_is_exact, compiled};
@@ -210,6 +210,20 @@ fn half_of_the_words_is_enough_and_full_matches_rank_first() {
         "{:?}",
         names(&page)
     );
+}
+
+#[test]
+fn words_match_at_word_starts_never_inside_other_words() {
+    let index = SearchIndex::build(vec![
+        doc("s", "get_submissions", "List the user's submissions"),
+        doc("s", "calculate_bmi", "Body mass index from weight and height"),
+        doc("s", "open_editor", "Open the editor"),
+    ]);
+    let page = index.search(&SearchQuery::new("bmi")).unwrap();
+    assert_eq!(names(&page), ["s_calculate_bmi"]);
+    // The start of a word is a match: `edit` finds the editor.
+    let page = index.search(&SearchQuery::new("edit")).unwrap();
+    assert_eq!(names(&page), ["s_open_editor"]);
 }
 
 #[test]
@@ -649,4 +663,70 @@ fn empty_index() {
     assert_eq!(index.search(&SearchQuery::new("x")).unwrap().total, 0);
     assert!(index.suggest("x", 5).is_empty());
     assert_eq!(index.find("x", None), Lookup::NotFound);
+}
+
+/// The search-quality set (`bench/search-quality`): its queries ranked against the tools it was written for, per
+/// kind, at 5 hits. Floors at the figures the ranking reaches (docs/benchmarks.md, "Search quality"): a change that
+/// loses queries fails here before a model notices.
+#[test]
+fn the_search_quality_set_keeps_its_figures() {
+    let tools: Value = serde_json::from_str(include_str!("../../../../bench/search-quality/tools.json")).unwrap();
+    let set: Value = serde_json::from_str(include_str!("../../../../bench/search-quality/queries.json")).unwrap();
+    let index_with = |tags: bool| {
+        let docs = tools["tools"].as_array().unwrap().iter().map(|t| {
+            let (server, name) = (t["server"].as_str().unwrap(), t["name"].as_str().unwrap());
+            let mut d = doc(server, name, t["description"].as_str().unwrap());
+            // The runner's exposed names use the server's prefix; `-` stays as the server wrote it.
+            if tags && let Some(words) = set["tags"][&d.name].as_array() {
+                d.keywords = words.iter().map(|w| w.as_str().unwrap().to_string()).collect();
+            }
+            d
+        });
+        SearchIndex::build(docs.collect())
+    };
+    // (kind, answered, top-1, top-5) floors for the plain configuration.
+    let floors = [
+        ("name", 1.0, 1.0, 1.0),
+        ("description", 1.0, 1.0, 1.0),
+        ("typo", 1.0, 0.8, 0.9),
+        ("request", 1.0, 0.4, 0.6),
+        ("step", 1.0, 0.7, 0.9),
+    ];
+    for tags in [false, true] {
+        let index = index_with(tags);
+        let mut by_kind: std::collections::BTreeMap<&str, (usize, usize, usize, usize)> = Default::default();
+        for q in set["queries"].as_array().unwrap() {
+            let gold: Vec<&str> = q["gold"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|g| g.as_str().unwrap())
+                .collect();
+            let mut query = SearchQuery::new(q["query"].as_str().unwrap());
+            query.limit = 5;
+            let page = index.search(&query).unwrap();
+            let hits = names(&page);
+            let rank = hits.iter().position(|h| gold.contains(&h.as_str()));
+            let slot = by_kind.entry(q["kind"].as_str().unwrap()).or_default();
+            slot.0 += 1;
+            slot.1 += usize::from(!hits.is_empty());
+            slot.2 += usize::from(rank == Some(0));
+            slot.3 += usize::from(rank.is_some());
+        }
+        let rate = |kind: &str, f: fn(&(usize, usize, usize, usize)) -> usize| {
+            let s = &by_kind[kind];
+            f(s) as f64 / s.0 as f64
+        };
+        for (kind, answered, top1, top5) in floors {
+            assert!(
+                rate(kind, |s| s.1) >= answered,
+                "{kind} answered (tags: {tags}): {by_kind:?}"
+            );
+            assert!(rate(kind, |s| s.2) >= top1, "{kind} top-1 (tags: {tags}): {by_kind:?}");
+            assert!(rate(kind, |s| s.3) >= top5, "{kind} top-5 (tags: {tags}): {by_kind:?}");
+        }
+        if tags {
+            assert!(rate("tag", |s| s.2) >= 0.95, "tags as keywords: {by_kind:?}");
+        }
+    }
 }
