@@ -1,6 +1,6 @@
 //! What a token store holds for one server: [`TokenRecord`] (tokens, client registration, the URL and issuer they
 //! are bound to) and [`StoreKey`] (server name + URL), plus the on-disk JSON shape shared by every store — the
-//! seed-000 `tokens.json` format (`tokens` / `clientInfo` / `serverUrl`), extended with optional fields that older
+//! pi-mcp-adapter's `tokens.json` format (`tokens` / `clientInfo` / `serverUrl`), extended with optional fields that older
 //! readers ignore.
 
 use std::fmt;
@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 
 /// Identifies one server's record in a store: its configured name and its URL.
 ///
-/// Records are found by name (the account is `sha256-<hex sha256(name)>`, as in the incumbent) and only used when
+/// Records are found by name (the account is `sha256-<hex sha256(name)>`, as pi-mcp-adapter names them) and only used when
 /// the stored `serverUrl` equals [`StoreKey::url`]: a URL change invalidates them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct StoreKey {
@@ -181,7 +181,7 @@ impl TokenRecord {
         unix_secs(now).saturating_add(window) >= expires_at
     }
 
-    /// Serialize in the seed-000 `tokens.json` shape (with our extra fields).
+    /// Serialize in pi-mcp-adapter's `tokens.json` shape (with our extra fields).
     pub fn to_json(&self) -> Result<String> {
         serde_json::to_string_pretty(&TokenFile::from(self)).map_err(|e| Error::Store {
             store: "record",
@@ -197,7 +197,7 @@ impl TokenRecord {
         })
     }
 
-    /// Parse the seed-000 `tokens.json` shape (ours or the incumbent's). The error never quotes the input.
+    /// Parse the `tokens.json` shape (ours or pi-mcp-adapter's). The error never quotes the input.
     pub fn from_json(text: &str) -> Result<TokenRecord> {
         let file: TokenFile = serde_json::from_str(text).map_err(|e| Error::Store {
             store: "record",
@@ -233,7 +233,7 @@ pub(crate) fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// On-disk shape. Field names follow the seed-000 / incumbent format; everything beyond
+/// On-disk shape. Field names follow pi-mcp-adapter's format; everything beyond
 /// `tokens.{accessToken,refreshToken,expiresAt,scope}`, `clientInfo.{clientId,clientSecret}` and `serverUrl` is optional.
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

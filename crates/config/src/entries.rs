@@ -18,7 +18,7 @@ use crate::schema::{expected, oauth_fields, server_fields, settings_fields};
 pub(crate) const TRANSPORT_FIELDS: [&str; 3] = ["command", "url", "socket"];
 
 /// Fields pi-mcp-adapter accepts that pimcp does not support (reported as warnings, not as unknown).
-const INCUMBENT_SERVER_FIELDS: [&str; 7] = [
+const ADAPTER_SERVER_FIELDS: [&str; 7] = [
     "tasks",
     "requestHeadersCommand",
     "caFile",
@@ -27,7 +27,7 @@ const INCUMBENT_SERVER_FIELDS: [&str; 7] = [
     "httpTransport",
     "pluginDataDir",
 ];
-const INCUMBENT_SETTINGS: [&str; 13] = [
+const ADAPTER_SETTINGS: [&str; 13] = [
     "namespaceProxyTools",
     "strictDirectToolArguments",
     "directToolResultDetails",
@@ -157,7 +157,7 @@ pub(crate) fn parse_server(name: &str, value: &Value, sink: &mut Sink<'_>) -> Re
     let mut bad: Vec<String> = Vec::new();
     for (key, val) in obj {
         if !known.iter().any(|k| k == key) {
-            if INCUMBENT_SERVER_FIELDS.contains(&key.as_str()) {
+            if ADAPTER_SERVER_FIELDS.contains(&key.as_str()) {
                 sink.warning(
                     Some(name),
                     Some(key),
@@ -352,7 +352,7 @@ pub(crate) fn parse_settings(settings: &Map<String, Value>, sink: &mut Sink<'_>)
     for (key, val) in settings {
         let field = format!("settings.{key}");
         if !known.iter().any(|k| k == key) {
-            if INCUMBENT_SETTINGS.contains(&key.as_str()) {
+            if ADAPTER_SETTINGS.contains(&key.as_str()) {
                 sink.warning(
                     None,
                     Some(&field),

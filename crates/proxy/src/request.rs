@@ -27,7 +27,7 @@ pub const PARAMS: [&str; 12] = [
     "action",
 ];
 
-/// Parameters the incumbent's `mcp` tool takes that pimcp accepts without advertising them, because what they ask
+/// Parameters pi-mcp-adapter's `mcp` tool takes that pimcp accepts without advertising them, because what they ask
 /// for is always done: `includeSchemas` (search and describe always show parameter shapes). Only a boolean is
 /// accepted.
 const ACCEPTED_QUIETLY: [&str; 1] = ["includeSchemas"];

@@ -5,7 +5,7 @@
 //! specifies), built with default features off: it never fetches remote `$ref`s (no network from a tool schema, and
 //! no second `reqwest`/TLS stack in the build), and `pattern` keywords use the linear-time `regex` engine so a hostile
 //! schema cannot stall a call. A schema that does not compile (invalid, or with a remote `$ref`) is reported and
-//! skipped, as the incumbent does: the server still validates.
+//! skipped, as pi-mcp-adapter does: the server still validates.
 //!
 //! A validator is compiled once per tool schema and kept with the tool's entry, so a call costs one pass over its
 //! arguments. jsonschema builds its draft's meta-schema validator once per process, on the first schema it compiles.

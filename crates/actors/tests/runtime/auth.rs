@@ -213,7 +213,7 @@ async fn settings_oauth_dir_imports_a_legacy_token_file_once() {
     let s = setup(json!({"auth": "oauth"}), json!({}), false).await;
     login(&s.rt, "web").await;
     let record = s.store.load(&key(&s)).await.unwrap().unwrap();
-    // The same tokens as a legacy plaintext file (the incumbent's `<oauthDir>/<account>/tokens.json`).
+    // The same tokens as a legacy plaintext file (pi-mcp-adapter's `<oauthDir>/<account>/tokens.json`).
     let legacy = s.dir.path().join("legacy-oauth");
     let file = legacy.join(key(&s).account()).join("tokens.json");
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();

@@ -1,5 +1,5 @@
 //! [`FileStore`]: the opt-in (`settings.tokenStore: "file"`) store of 0600 files
-//! `<dataDir>/mcp-oauth/sha256-<server-hash>/tokens.json` in the seed-000 format, written atomically
+//! `<dataDir>/mcp-oauth/sha256-<server-hash>/tokens.json` in pi-mcp-adapter's format, written atomically
 //! (temp file in the same directory, fsync, rename, fsync of the directory).
 
 use std::fs;

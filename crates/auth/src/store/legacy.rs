@@ -1,4 +1,4 @@
-//! Import of legacy plaintext token files (`MCP_OAUTH_DIR/sha256-<server-hash>/tokens.json`, the seed-000
+//! Import of legacy plaintext token files (`MCP_OAUTH_DIR/sha256-<server-hash>/tokens.json`, pi-mcp-adapter's
 //! format): copied once into the configured store when it has no record for the server, then deleted.
 
 use std::path::Path;

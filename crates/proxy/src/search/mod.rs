@@ -2,8 +2,8 @@
 //! (`find`) and typo suggestions (`suggest`).
 //!
 //! # Ranking
-//! The ranked mode keeps the incumbent's formula (pi-mcp-adapter `search-ranking.ts`), computed from an index instead
-//! of a linear rescan:
+//! The ranked mode keeps pi-mcp-adapter's scoring (fields, weights and bonuses), computed from an index instead of a
+//! linear rescan:
 //! - Text is normalized: a space at camelCase boundaries (`getHTTPStatus` → `get http status`), every run of
 //!   non-letters/digits (`_ - . / :` and the rest) becomes one space, lowercase. Words become tokens; a word holding
 //!   CJK/Thai-like characters (scripts written without spaces) is split into character bigrams (a lone character stays
@@ -12,8 +12,8 @@
 //! - Per field, per query token: exact token 4w; else a stem match (a field token starts with the query token, or the
 //!   query token starts with a field token of at least 4 characters) 2w; else, for words of scripts written without
 //!   spaces (tokens of character pairs), a substring of a field token 1w. A word of a spaced script never matches
-//!   inside another word (`bmi` is not in `submissions`). A single ASCII character only matches exactly (the
-//!   incumbent let it stem-match every token starting with it).
+//!   inside another word (`bmi` is not in `submissions`). A single ASCII character only matches exactly (pi-mcp-adapter
+//!   let it stem-match every token starting with it).
 //! - Per field, the whole normalized query as a phrase: equal to the field 14w, a prefix 9w, contained 6w
 //!   (keywords: the best single keyword).
 //! - Query tokens leave out English filler words (`a`, `the`, `to`, …; [`STOPWORDS`]) unless the query has nothing
@@ -23,13 +23,13 @@
 //!   no token it equals or starts, the tokens one typo away (two from 8 characters on; optimal string alignment, the
 //!   first letter kept): exact matches always outscore them.
 //! - Gate: a tool is a hit when a phrase matched, or its one query token matched, or at least half of several did
-//!   (`echo message` finds an `echo` tool whose text never says "message"; the incumbent asked for every token of
+//!   (`echo message` finds an `echo` tool whose text never says "message"; pi-mcp-adapter asked for every token of
 //!   one or two, and 60 % of more, so a model's natural two-word query often found nothing). When no tool passes,
 //!   the tools that matched any token are returned as [`MatchKind::Weak`], and the text says so: a whole request
 //!   ("Can you add 17 and 25 for me?") still gets its best candidates.
 //! - Bonuses: all tokens matched +25 (else `round(10 · coverage)`), the first query token is a name token +8, a whole
 //!   field equals the query +20. Example: `echo` against `everything_echo` (description "Echoes back the input
-//!   string") scores 408, as in the incumbent.
+//!   string") scores 408, as in pi-mcp-adapter.
 //!
 //! Before any score, **exact name matches rank first, then name-prefix matches** (of the prefixed or the original name,
 //! case-insensitive, `-` and `_` alike); ties break on the name.
@@ -41,7 +41,7 @@
 //! # Regex
 //! `regex: true` compiles the query with the `regex` crate (finite automata, linear time: no catastrophic patterns),
 //! case-insensitive, at most [`MAX_REGEX_CHARS`] characters, over name, original name, server, description and each
-//! keyword. Hits are ranked by the summed weights of the fields that match (the incumbent left them unranked). One
+//! keyword. Hits are ranked by the summed weights of the fields that match (pi-mcp-adapter left them unranked). One
 //! multi-line scan over all fields of all tools finds the candidates; each candidate's fields are then checked alone.
 //! Patterns whose every piece can only match ASCII, or any one character (`.`), run ASCII-only over bytes, `.`
 //! spelled out as one UTF-8-encoded character (same matches, cheaper to compile and to scan: a Unicode class such as

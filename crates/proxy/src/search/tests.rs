@@ -127,7 +127,7 @@ fn tokenizer_never_panics_on_odd_utf8() {
 }
 
 #[test]
-fn incumbent_worked_example_scores_408() {
+fn the_worked_example_scores_408() {
     let index = everything();
     let page = index.search(&SearchQuery::new("echo")).unwrap();
     let first = &page.hits[0];
