@@ -1,7 +1,7 @@
 //! What a token store holds for one server: [`TokenRecord`] (tokens, client registration, the URL and issuer they
-//! are bound to) and [`StoreKey`] (server name + URL), plus the on-disk JSON shape shared by every store — the
-//! pi-mcp-adapter's `tokens.json` format (`tokens` / `clientInfo` / `serverUrl`), extended with optional fields that older
-//! readers ignore.
+//! are bound to) and [`StoreKey`] (server name + URL), plus the on-disk JSON shape shared by every store —
+//! pi-mcp-adapter's `tokens.json` format (`tokens` / `clientInfo` / `serverUrl`), extended with optional fields that
+//! older readers ignore.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,8 +14,8 @@ use crate::error::{Error, Result};
 
 /// Identifies one server's record in a store: its configured name and its URL.
 ///
-/// Records are found by name (the account is `sha256-<hex sha256(name)>`, as pi-mcp-adapter names them) and only used when
-/// the stored `serverUrl` equals [`StoreKey::url`]: a URL change invalidates them.
+/// Records are found by name (the account is `sha256-<hex sha256(name)>`, as pi-mcp-adapter names them) and only used
+/// when the stored `serverUrl` equals [`StoreKey::url`]: a URL change invalidates them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct StoreKey {
     pub server: String,
