@@ -102,6 +102,25 @@ return await tools.call("everything_echo", {message: `sum of temperatures: ${sum
 """
 
 
+def files_of(tree_text, root):
+    """The file paths of server-filesystem's `directory_tree` answer, under `root`."""
+    files = []
+
+    def walk(nodes, d):
+        for n in nodes:
+            if n["type"] == "file":
+                files.append(d + "/" + n["name"])
+            else:
+                walk(n.get("children", []), d + "/" + n["name"])
+    walk(json.loads(tree_text), root)
+    return files
+
+
+def mentioning(files, text, word):
+    """The files whose part of a `read_multiple_files` answer (`path:\n…\n---\n`) holds `word`."""
+    return [f for f in files if word in text.split(f + ":\n", 1)[1].split("\n---\n", 1)[0]]
+
+
 def js(value):
     return json.dumps(value)
 
@@ -127,17 +146,9 @@ async def step_by_step(client, box):
     tree, err = await mcp(client, {"tool": "filesystem_directory_tree", "args": {"path": box.tree}}, texts)
     if err:
         raise SystemExit(f"fs_directory_tree failed: {tree}")
-    files = []
-
-    def walk(nodes, d):
-        for n in nodes:
-            if n["type"] == "file":
-                files.append(d + "/" + n["name"])
-            else:
-                walk(n.get("children", []), d + "/" + n["name"])
-    walk(json.loads(tree), box.tree)
+    files = files_of(tree, box.tree)
     text, _ = await mcp(client, {"tool": "filesystem_read_multiple_files", "args": {"paths": files}}, texts)
-    hits = [f for f in files if "TODO" in text.split(f + ":\n", 1)[1].split("\n---\n", 1)[0]]
+    hits = mentioning(files, text, "TODO")
     sizes = {}
     for path in hits:
         info, _ = await mcp(client, {"tool": "filesystem_get_file_info", "args": {"path": path}}, texts)
@@ -198,17 +209,9 @@ async def direct(env, box):
                                box.log) as client:
         texts = []
         tree, _ = await call(client, "directory_tree", {"path": box.tree}, texts)
-        files = []
-
-        def walk(nodes, d):
-            for n in nodes:
-                if n["type"] == "file":
-                    files.append(d + "/" + n["name"])
-                else:
-                    walk(n.get("children", []), d + "/" + n["name"])
-        walk(json.loads(tree), box.tree)
+        files = files_of(tree, box.tree)
         text, _ = await call(client, "read_multiple_files", {"paths": files}, texts)
-        hits = [f for f in files if "TODO" in text.split(f + ":\n", 1)[1].split("\n---\n", 1)[0]]
+        hits = mentioning(files, text, "TODO")
         for path in hits:
             await call(client, "get_file_info", {"path": path}, texts)
         out["filesystem"] = {"texts": texts, "ok": len(hits) == len(expected(box))}

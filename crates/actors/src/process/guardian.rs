@@ -28,10 +28,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::GUARDIAN_ARG;
 use crate::sys;
-
-/// argv\[1\] that switches a binary into guardian mode.
-pub const GUARDIAN_ARG: &str = "__pimcp_guardian__";
 
 /// How long a replacement waits after a guardian died young (a guardian that cannot start must not spin).
 const RESPAWN_DELAY: Duration = Duration::from_millis(200);

@@ -25,9 +25,11 @@ use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::sys::{self, Stop};
 
-pub use guardian::{GUARDIAN_ARG, Guardian, guardian_main_if_requested};
+pub use guardian::{Guardian, guardian_main_if_requested};
 pub use npx::{NpxResolution, resolve_npx};
 pub use stderr::{STDERR_TAIL_BYTES, StderrTail};
+
+pub(crate) use crate::sys::is_executable;
 
 /// Default wait after closing stdin, and again after SIGTERM (a bounded graceful close).
 pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -35,6 +37,8 @@ pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(2);
 const KILL_WAIT: Duration = Duration::from_secs(2);
 /// Poll interval while waiting for a child to exit without reaping it.
 const EXIT_POLL: Duration = Duration::from_millis(10);
+/// argv\[1\] that switches a binary into guardian mode (ignored on Windows, which needs no guardian).
+pub const GUARDIAN_ARG: &str = "__pimcp_guardian__";
 /// Name of the guardian binary looked up next to the current executable ([`GuardianMode::Auto`]).
 pub const GUARDIAN_BINARY: &str = "pimcp-guardian";
 /// Environment variable naming the guardian executable ([`GuardianMode::Auto`]).
@@ -139,10 +143,6 @@ fn find_guardian_auto() -> Option<PathBuf> {
         .flatten()
         .map(|d| d.join(GUARDIAN_BINARY))
         .find(|p| is_executable(p))
-}
-
-pub(crate) fn is_executable(path: &Path) -> bool {
-    sys::is_executable(path)
 }
 
 /// Finds `program` the way `execvp` would (with `PATHEXT` on Windows), but with the child's `PATH` and working

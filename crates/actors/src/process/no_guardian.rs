@@ -4,9 +4,6 @@
 
 use std::path::Path;
 
-/// argv\[1\] that would switch a binary into guardian mode; Windows binaries ignore it.
-pub const GUARDIAN_ARG: &str = "__pimcp_guardian__";
-
 /// Returns at once: there is no guardian process on this OS.
 pub fn guardian_main_if_requested() {}
 

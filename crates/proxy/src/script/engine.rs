@@ -24,6 +24,8 @@ use rquickjs::{AsyncContext, AsyncRuntime, CatchResultExt, CaughtError, Ctx, Fun
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::{ScriptCall, ScriptError, ScriptOutcome};
+
 /// The host side of `tools`: defines `tools`, `console`, `sleep` and `ToolError`, then deletes the raw host functions
 /// from the global object so that scripts reach the host only through these.
 const PRELUDE: &str = include_str!("prelude.js");
@@ -59,50 +61,6 @@ pub(crate) struct HostError {
 pub(crate) type Host =
     Arc<dyn Fn(HostOp, CancellationToken) -> BoxFuture<'static, Result<Value, HostError>> + Send + Sync>;
 
-/// How a script ended.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Outcome {
-    /// The returned value as JSON (`null` for none), or why there is none.
-    pub value: Result<Value, Failure>,
-    /// `console` lines, in order.
-    pub logs: Vec<String>,
-    /// `console` lines beyond [`MAX_LOG_BYTES`], not kept.
-    pub dropped_logs: usize,
-    /// The tool calls the script made.
-    pub calls: Vec<CallRecord>,
-}
-
-/// One `tools.call` of a script: what the trace and the span record (never arguments or results).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CallRecord {
-    pub tool: String,
-    /// `None` when the call succeeded.
-    pub category: Option<String>,
-    pub elapsed: Duration,
-}
-
-/// Why a script returned nothing.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Failure {
-    /// Past its wall time.
-    Timeout(Duration),
-    /// Its heap reached the memory limit.
-    Memory(usize),
-    /// Its stack overflowed (deep recursion).
-    Stack,
-    /// The caller gave up (the host cancelled or disconnected).
-    Cancelled,
-    /// It threw (or its promise rejected) and did not catch it.
-    Thrown {
-        name: String,
-        message: String,
-        /// Set for a `ToolError` (a failed `tools.*` request).
-        category: Option<String>,
-    },
-    /// The engine itself failed.
-    Engine(String),
-}
-
 /// Runs `code` (the body of an async function) to its end on the current thread, which it blocks: call it from a
 /// blocking context (`spawn_blocking`, a thread of its own). `host` requests run on `main`.
 pub(crate) fn run_blocking(
@@ -111,23 +69,12 @@ pub(crate) fn run_blocking(
     host: Host,
     main: tokio::runtime::Handle,
     cancel: CancellationToken,
-) -> Outcome {
+) -> ScriptOutcome {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_time().build() {
         Ok(runtime) => runtime,
-        Err(e) => return Outcome::failed(Failure::Engine(format!("cannot start the script's runtime: {e}"))),
+        Err(e) => return ScriptOutcome::failed(ScriptError::Engine(format!("cannot start the script's runtime: {e}"))),
     };
     runtime.block_on(run(code, limits, host, main, cancel))
-}
-
-impl Outcome {
-    fn failed(failure: Failure) -> Outcome {
-        Outcome {
-            value: Err(failure),
-            logs: Vec::new(),
-            dropped_logs: 0,
-            calls: Vec::new(),
-        }
-    }
 }
 
 /// What the host functions of one script share (the engine thread only).
@@ -140,7 +87,7 @@ struct Shared {
     calls_done: CancellationToken,
     in_flight: tokio::sync::Semaphore,
     started_calls: Cell<u32>,
-    calls: RefCell<Vec<CallRecord>>,
+    calls: RefCell<Vec<ScriptCall>>,
     logs: RefCell<Vec<String>>,
     log_bytes: Cell<usize>,
     dropped_logs: Cell<usize>,
@@ -152,11 +99,11 @@ async fn run(
     host: Host,
     main: tokio::runtime::Handle,
     cancel: CancellationToken,
-) -> Outcome {
+) -> ScriptOutcome {
     let deadline = Instant::now() + limits.timeout;
     let engine = match AsyncRuntime::new() {
         Ok(engine) => engine,
-        Err(e) => return Outcome::failed(Failure::Engine(e.to_string())),
+        Err(e) => return ScriptOutcome::failed(ScriptError::Engine(e.to_string())),
     };
     engine.set_memory_limit(limits.memory_bytes).await;
     engine.set_max_stack_size(MAX_STACK_BYTES).await;
@@ -168,7 +115,7 @@ async fn run(
         .await;
     let context = match AsyncContext::full(&engine).await {
         Ok(context) => context,
-        Err(e) => return Outcome::failed(Failure::Engine(e.to_string())),
+        Err(e) => return ScriptOutcome::failed(ScriptError::Engine(e.to_string())),
     };
     let shared = Rc::new(Shared {
         limits,
@@ -192,20 +139,20 @@ async fn run(
     };
     let value = tokio::select! {
         value = script => value,
-        () = tokio::time::sleep_until(deadline.into()) => Err(Failure::Timeout(limits.timeout)),
-        () = cancel.cancelled() => Err(Failure::Cancelled),
+        () = tokio::time::sleep_until(deadline.into()) => Err(ScriptError::Timeout(limits.timeout)),
+        () = cancel.cancelled() => Err(ScriptError::Cancelled),
     };
     // An interrupt surfaces as an exception; name it by its cause.
     let value = match value {
-        Err(Failure::Thrown { ref message, .. }) if message == "interrupted" => Err(if cancel.is_cancelled() {
-            Failure::Cancelled
+        Err(ScriptError::Thrown { ref message, .. }) if message == "interrupted" => Err(if cancel.is_cancelled() {
+            ScriptError::Cancelled
         } else {
-            Failure::Timeout(limits.timeout)
+            ScriptError::Timeout(limits.timeout)
         }),
         other => other,
     };
     shared.calls_done.cancel();
-    Outcome {
+    ScriptOutcome {
         value,
         logs: shared.logs.take(),
         dropped_logs: shared.dropped_logs.get(),
@@ -214,45 +161,45 @@ async fn run(
 }
 
 /// Installs the host functions and the prelude, runs the script and awaits its promise.
-async fn evaluate<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>, source: &str) -> Result<Value, Failure> {
-    install(ctx, shared).map_err(|e| Failure::Engine(format!("cannot install the tools bridge: {e}")))?;
+async fn evaluate<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>, source: &str) -> Result<Value, ScriptError> {
+    install(ctx, shared).map_err(|e| ScriptError::Engine(format!("cannot install the tools bridge: {e}")))?;
     ctx.eval::<(), _>(PRELUDE)
         .catch(ctx)
-        .map_err(|e| Failure::Engine(format!("the prelude failed: {e}")))?;
+        .map_err(|e| ScriptError::Engine(format!("the prelude failed: {e}")))?;
     let promise: Promise = ctx.eval(source).catch(ctx).map_err(|e| failure(e, shared.limits))?;
     let text: String = promise
         .into_future()
         .await
         .catch(ctx)
         .map_err(|e| failure(e, shared.limits))?;
-    serde_json::from_str(&text).map_err(|e| Failure::Engine(format!("the result is not JSON: {e}")))
+    serde_json::from_str(&text).map_err(|e| ScriptError::Engine(format!("the result is not JSON: {e}")))
 }
 
-/// An uncaught exception as a [`Failure`], told apart by what the engine says.
-fn failure(caught: CaughtError<'_>, limits: ScriptLimits) -> Failure {
+/// An uncaught exception as a [`ScriptError`], told apart by what the engine says.
+fn failure(caught: CaughtError<'_>, limits: ScriptLimits) -> ScriptError {
     match caught {
         CaughtError::Exception(exception) => {
             let mut message = exception.message().unwrap_or_default();
             let name: String = exception.get("name").unwrap_or_else(|_| "Error".into());
             let category: Option<String> = exception.get("category").ok().flatten();
             if message == "out of memory" {
-                Failure::Memory(limits.memory_bytes)
+                ScriptError::Memory(limits.memory_bytes)
             } else if message.contains("call stack size exceeded") || message == "stack overflow" {
-                Failure::Stack
+                ScriptError::Stack
             } else {
                 // Where in the script: the first frame of the script's own source (its line 1 is the code's line 1).
                 let stack: String = exception.get("stack").unwrap_or_default();
                 if let Some(line) = script_line(&stack).filter(|_| message != "interrupted") {
                     message.push_str(&format!(" (line {line})"));
                 }
-                Failure::Thrown {
+                ScriptError::Thrown {
                     name,
                     message,
                     category,
                 }
             }
         }
-        CaughtError::Value(value) => Failure::Thrown {
+        CaughtError::Value(value) => ScriptError::Thrown {
             name: "a value".into(),
             message: value
                 .as_string()
@@ -260,8 +207,8 @@ fn failure(caught: CaughtError<'_>, limits: ScriptLimits) -> Failure {
                 .unwrap_or_else(|| format!("{:?}", value.type_of())),
             category: None,
         },
-        CaughtError::Error(rquickjs::Error::Allocation) => Failure::Memory(limits.memory_bytes),
-        CaughtError::Error(e) => Failure::Engine(e.to_string()),
+        CaughtError::Error(rquickjs::Error::Allocation) => ScriptError::Memory(limits.memory_bytes),
+        CaughtError::Error(e) => ScriptError::Engine(e.to_string()),
     }
 }
 
@@ -379,7 +326,7 @@ async fn call(shared: Rc<Shared>, tool: String, args: String) -> rquickjs::Resul
         },
     )
     .await;
-    shared.calls.borrow_mut().push(CallRecord {
+    shared.calls.borrow_mut().push(ScriptCall {
         tool,
         category: answer.as_ref().err().map(|e| e.category.clone()),
         elapsed: started.elapsed(),
@@ -432,7 +379,7 @@ mod tests {
         }
     }
 
-    async fn run_on_blocking(code: &'static str, host: Host, cancel: CancellationToken) -> Outcome {
+    async fn run_on_blocking(code: &'static str, host: Host, cancel: CancellationToken) -> ScriptOutcome {
         let main = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || run_blocking(code, limits(), host, main, cancel))
             .await
@@ -491,7 +438,7 @@ mod tests {
         started.notified().await;
         cancel.cancel();
         let outcome = script.await.unwrap();
-        assert_eq!(outcome.value, Err(Failure::Cancelled));
+        assert_eq!(outcome.value, Err(ScriptError::Cancelled));
         let deadline = Instant::now() + Duration::from_secs(10);
         while !abandoned.load(Ordering::SeqCst) {
             assert!(Instant::now() < deadline, "the call in flight was not cancelled");

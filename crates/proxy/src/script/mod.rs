@@ -159,7 +159,7 @@ impl ScriptOutcome {
         text
     }
 
-    fn failed(error: ScriptError) -> ScriptOutcome {
+    pub(crate) fn failed(error: ScriptError) -> ScriptOutcome {
         ScriptOutcome {
             value: Err(error),
             logs: Vec::new(),
@@ -199,20 +199,6 @@ impl Proxy {
         let outcome = match run.instrument(span.clone()).await {
             Ok(outcome) => outcome,
             Err(e) => return ScriptOutcome::failed(ScriptError::Engine(format!("the script's thread failed: {e}"))),
-        };
-        let outcome = ScriptOutcome {
-            value: outcome.value.map_err(ScriptError::from),
-            logs: outcome.logs,
-            dropped_logs: outcome.dropped_logs,
-            calls: outcome
-                .calls
-                .into_iter()
-                .map(|c| ScriptCall {
-                    tool: c.tool,
-                    category: c.category,
-                    elapsed: c.elapsed,
-                })
-                .collect(),
         };
         if let Some(trace) = self.runtime().trace() {
             let calls = outcome
@@ -379,26 +365,5 @@ fn host_error(e: &ProxyError) -> engine::HostError {
     engine::HostError {
         category: e.category.as_str().into(),
         message,
-    }
-}
-
-impl From<engine::Failure> for ScriptError {
-    fn from(failure: engine::Failure) -> ScriptError {
-        match failure {
-            engine::Failure::Timeout(after) => ScriptError::Timeout(after),
-            engine::Failure::Memory(bytes) => ScriptError::Memory(bytes),
-            engine::Failure::Stack => ScriptError::Stack,
-            engine::Failure::Cancelled => ScriptError::Cancelled,
-            engine::Failure::Thrown {
-                name,
-                message,
-                category,
-            } => ScriptError::Thrown {
-                name,
-                message,
-                category,
-            },
-            engine::Failure::Engine(message) => ScriptError::Engine(message),
-        }
     }
 }
