@@ -59,14 +59,15 @@ class Sandbox:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def measure(box, queries):
+def measure(box, queries, key=lambda hit: hit["name"]):
+    """Runs each query; `key` names a hit as the queries' gold does (by default its exposed name)."""
     connected = box.run("status", "--connect", "--json")
     if connected.returncode != 0:
         raise SystemExit(f"a server did not connect: {connected.stdout[-2000:]} {connected.stderr[-2000:]}")
     rows = []
     for q in queries:
         out = box.run("search", q["query"], "--limit", "5", "--json")
-        hits = [h["name"] for h in json.loads(out.stdout)["results"]] if out.returncode == 0 else []
+        hits = [key(h) for h in json.loads(out.stdout)["results"]] if out.returncode == 0 else []
         rank = next((i + 1 for i, h in enumerate(hits) if h in q["gold"]), None)
         rows.append({**q, "hits": hits, "rank": rank})
     return rows

@@ -14,6 +14,11 @@
 //!   spaces (tokens of character pairs), a substring of a field token 1w. A word of a spaced script never matches
 //!   inside another word (`bmi` is not in `submissions`). A single ASCII character only matches exactly (pi-mcp-adapter
 //!   let it stem-match every token starting with it).
+//! - Each query token's points are scaled by how rare the token is among the tools: BM25's inverse document
+//!   frequency relative to the query's mean, kept within ¼–4× (a token no tool has as a word, matched only through
+//!   another form, a synonym or a typo, at most 1×). In "read the pdf file" `pdf` outweighs `file`; a one-word query
+//!   scores as without it. Term frequency and field length are not counted: tool texts are short, and a word said
+//!   twice in a description is rarely more relevant.
 //! - Per field, the whole normalized query as a phrase: equal to the field 14w, a prefix 9w, contained 6w
 //!   (keywords: the best single keyword).
 //! - Query tokens leave out English filler words (`a`, `the`, `to`, …; [`STOPWORDS`]) unless the query has nothing

@@ -39,9 +39,13 @@ impl SearchIndex {
         let mut candidates: Vec<u32> = Vec::new();
         let mut touched: Vec<u32> = Vec::new();
         let mut matches: Vec<(u32, u8)> = Vec::new();
-        for (ti, token) in tokens.iter().enumerate() {
+        // Each token's matched tools and their levels, kept until every token's document frequency is known.
+        let mut per_token: Vec<Vec<(u32, [u8; N_FIELDS])>> = Vec::with_capacity(tokens.len());
+        let mut literal: Vec<bool> = Vec::with_capacity(tokens.len());
+        for token in &tokens {
             matches.clear();
             self.token_matches(token, &mut matches);
+            literal.push(matches.iter().any(|&(_, level)| level == LEVEL_EXACT));
             for &(token_id, level) in &matches {
                 let (start, end) = (
                     self.posting_starts[token_id as usize],
@@ -59,8 +63,16 @@ impl SearchIndex {
                     }
                 }
             }
-            for doc in touched.drain(..) {
-                let lv = std::mem::take(&mut levels[doc as usize]);
+            per_token.push(
+                touched
+                    .drain(..)
+                    .map(|doc| (doc, std::mem::take(&mut levels[doc as usize])))
+                    .collect(),
+            );
+        }
+        let shares = idf_shares(&per_token, &literal, self.docs.len());
+        for (ti, (matched, share)) in per_token.iter().zip(shares).enumerate() {
+            for &(doc, lv) in matched {
                 let acc = &mut accs[doc as usize];
                 if !acc.touched {
                     acc.touched = true;
@@ -68,7 +80,7 @@ impl SearchIndex {
                 }
                 for (f, &level) in lv.iter().enumerate() {
                     if level > 0 {
-                        acc.score += WEIGHTS[f] * u32::from(level);
+                        acc.score += (WEIGHTS[f] * u32::from(level) * share + IDF_SCALE / 2) / IDF_SCALE;
                         acc.field_tokens[f] |= 1 << ti;
                     }
                 }
@@ -268,6 +280,44 @@ impl SearchIndex {
             }
         }
     }
+}
+
+/// Fixed-point scale of a token's [`idf_shares`]: a share of `IDF_SCALE` leaves its points as they are.
+const IDF_SCALE: u32 = 100;
+
+/// Each query token's share of the points, by how rare it is among the tools (BM25's inverse document frequency,
+/// `ln(1 + (N - df + 0.5) / (df + 0.5))`), relative to the query's mean so that the shares average `IDF_SCALE`: in
+/// "read the pdf file", `pdf` (few tools) outweighs `file` (many), while a one-word query scores as it always did.
+/// Shares are kept within a quarter and four times the mean. A token that no tool has as a word (`literal` false: it
+/// matched only through another form, a synonym or a typo) weighs no more than the mean: its rarity says little
+/// (`change` in "news about climate change" reaches `edit_file` only as a synonym of `edit`).
+fn idf_shares(per_token: &[Vec<(u32, [u8; N_FIELDS])>], literal: &[bool], n_docs: usize) -> Vec<u32> {
+    let n = n_docs as f64;
+    let idf: Vec<f64> = per_token
+        .iter()
+        .map(|docs| {
+            let df = docs.len() as f64;
+            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+        })
+        .collect();
+    let matched: Vec<f64> = per_token
+        .iter()
+        .zip(&idf)
+        .filter(|(docs, _)| !docs.is_empty())
+        .map(|(_, &w)| w)
+        .collect();
+    let mean = matched.iter().sum::<f64>() / matched.len().max(1) as f64;
+    idf.iter()
+        .zip(literal)
+        .map(|(&w, &literal)| {
+            if mean <= 0.0 {
+                return IDF_SCALE;
+            }
+            let most = if literal { 4.0 } else { 1.0 };
+            let share = (w / mean).clamp(0.25, most) * f64::from(IDF_SCALE);
+            share.round() as u32
+        })
+        .collect()
 }
 
 /// The other forms of a query word that count as the word: singular and plural (`entity`/`entities`,
