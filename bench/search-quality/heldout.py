@@ -5,16 +5,17 @@ this repository does not ship and whose queries the ranking is not tuned to. Eac
 (`similar_tools`). The catalog is the union of the tools the records list, per server, served over stdio by
 `catalog_server.py` (the PyPI `mcp` package); every query then runs through `pimcp-run search --limit 5`.
 
-Usage: heldout.py --mcptoolbench DIR [--python PY] [--misses] [--json] PIMCP_RUN
+Usage: heldout.py --mcptoolbench DIR [--python PY] [--npm NPM [--fixture PATH]] [--misses] [--json] PIMCP_RUN
   DIR: a checkout of MCPToolBenchPP (its data/<category>/*.json files; the categories found are used).
   PY: a Python with the `mcp` package (default: .ci/peers/venv/bin/python, made by `bash .ci/setup-peers`).
+  NPM: also connect the own set's four servers (run.py's --npm), 60 more tools none of the requests asks for.
 Prints a Markdown table per category (kind `request`); exits 1 when a server could not connect.
 """
 import argparse, glob, json, os, shutil, sys, tempfile
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run import REPO, Sandbox, measure, summarize  # noqa: E402
+from run import REPO, Sandbox, measure, servers, summarize  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The record files of each category (the `*_demo.json` files repeat a few of them).
@@ -61,6 +62,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mcptoolbench", required=True)
     parser.add_argument("--python", default=os.path.join(REPO, ".ci", "peers", "venv", "bin", "python"))
+    parser.add_argument("--npm", help="also connect the own set's servers, as distractors")
+    parser.add_argument("--fixture", default=os.path.join(REPO, "target", "release", "mcp-fixture"))
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--misses", action="store_true", help="list the queries whose gold is not in the top 5")
     parser.add_argument("pimcp_run")
@@ -74,6 +77,10 @@ def main():
         json.dump(catalog, f)
     server = os.path.join(HERE, "catalog_server.py")
     entries = {name: {"command": args.python, "args": [server, tools, name]} for name in catalog}
+    if args.npm:
+        tree = os.path.join(work, "tree")
+        os.makedirs(tree)
+        entries.update(servers(args.npm, os.path.abspath(args.fixture), tree))
     box = Sandbox(os.path.abspath(args.pimcp_run), entries)
     try:
         rows = measure(box, queries, key=lambda hit: f"{hit['server']}/{hit['originalName']}")
@@ -82,7 +89,8 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     table = summarize(rows)
     n_tools = sum(len(t) for t in catalog.values())
-    print(f"### MCPToolBench++: {len(queries)} requests over {n_tools} tools of {len(catalog)} servers\n")
+    others = " (and the own set's 4 servers)" if args.npm else ""
+    print(f"### MCPToolBench++: {len(queries)} requests over {n_tools} tools of {len(catalog)} servers{others}\n")
     print("| category | queries | answered | top-1 | top-3 | top-5 | MRR |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for kind in sorted(table, key=lambda k: (k == "all", k)):
