@@ -11,7 +11,7 @@ use crate::error::{Error, Result, display_url};
 use crate::http::OAuthHttp;
 use crate::record::issuers_match;
 
-/// A `Bearer` challenge from a `WWW-Authenticate` header (RFC 6750 §3, RFC 9728 §5.1).
+/// A `Bearer` challenge from a `WWW-Authenticate` header (RFC 6750 section 3, RFC 9728 section 5.1).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Challenge {
     /// `resource_metadata`: where the protected-resource metadata is.
@@ -60,7 +60,7 @@ impl Challenge {
     }
 }
 
-/// Split a `WWW-Authenticate` value into `(scheme, params)` challenges (RFC 7235 §4.1; token68 kept as a param
+/// Split a `WWW-Authenticate` value into `(scheme, params)` challenges (RFC 7235 section 4.1; token68 kept as a param
 /// with an empty name).
 fn parse_challenges(header: &str) -> Vec<(String, Vec<(String, String)>)> {
     let chars: Vec<char> = header.chars().collect();
@@ -387,7 +387,7 @@ async fn find_protected_resource(
     Ok(None)
 }
 
-/// RFC 9728 §3.3 / MCP: the metadata's `resource` identifies this server when it has the same origin and its path
+/// RFC 9728 section 3.3 / MCP: the metadata's `resource` identifies this server when it has the same origin and its path
 /// equals the server URL's path or is a prefix of it at a segment boundary.
 pub(crate) fn resource_matches(server_url: &Url, resource: &Url) -> bool {
     if resource.fragment().is_some() {
@@ -410,7 +410,7 @@ pub(crate) fn resource_matches(server_url: &Url, resource: &Url) -> bool {
             && (resource_path.ends_with('/') || server_path.as_bytes().get(resource_path.len()) == Some(&b'/')))
 }
 
-/// RFC 8414 §3.1 path insertion, then OpenID Connect discovery (inserted, then appended).
+/// RFC 8414 section 3.1 path insertion, then OpenID Connect discovery (inserted, then appended).
 pub(crate) fn as_metadata_urls(issuer: &Url) -> Vec<Url> {
     let path = issuer.path().trim_matches('/');
     if path.is_empty() {
@@ -428,7 +428,7 @@ pub(crate) fn as_metadata_urls(issuer: &Url) -> Vec<Url> {
 }
 
 /// The metadata of a known issuer (RFC 8414 with path insertion, then OpenID Connect), whose `issuer` must be
-/// exactly `issuer` (RFC 8414 §3.3 / OpenID Discovery §4.3). Used for the SEP-990 identity provider.
+/// exactly `issuer` (RFC 8414 section 3.3 / OpenID Discovery section 4.3). Used for the SEP-990 identity provider.
 pub(crate) async fn issuer_metadata(http: &OAuthHttp, issuer_url: &Url, issuer: &str) -> Result<AuthServerMetadata> {
     let metadata = find_as_metadata(http, issuer_url)
         .await?
@@ -497,7 +497,7 @@ fn expected_issuer_for(url: &Url) -> Option<String> {
     })
 }
 
-/// RFC 8414 §3.3: the metadata's `issuer` must be the identifier it was fetched for.
+/// RFC 8414 section 3.3: the metadata's `issuer` must be the identifier it was fetched for.
 fn validate_issuer(
     metadata: &AuthServerMetadata,
     expected: Option<&str>,
@@ -536,7 +536,7 @@ fn validate_issuer(
 /// The issuer rule of the 2025-03-26 fallback ([`MetadataSource::ServerOrigin`]): no protected-resource metadata
 /// named an issuer, so the document was fetched from the MCP server's own origin
 /// (`<origin>/.well-known/oauth-authorization-server`, then OpenID) and there is no issuer identifier to compare
-/// with exactly (RFC 8414 §3.3 compares against the identifier the metadata URL was built from; here it was built
+/// with exactly (RFC 8414 section 3.3 compares against the identifier the metadata URL was built from; here it was built
 /// from the origin). The 2025-03-26 MCP spec calls that origin the authorization base URL and lets the server put
 /// its endpoints under any path, e.g. an issuer `<origin>/oauth`.
 ///

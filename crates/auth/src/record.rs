@@ -43,7 +43,7 @@ pub enum TokenEndpointAuthMethod {
     /// Public client: `client_id` in the body, no secret.
     #[default]
     None,
-    /// HTTP Basic with the URL-encoded id and secret (RFC 6749 §2.3.1).
+    /// HTTP Basic with the URL-encoded id and secret (RFC 6749 section 2.3.1).
     ClientSecretBasic,
     /// `client_id` and `client_secret` in the form body.
     ClientSecretPost,

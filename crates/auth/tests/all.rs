@@ -1,11 +1,10 @@
 //! Integration tests of pimcp-auth: every flow runs against a loopback fake authorization server (the fixture's
-//! `oauth` module, included from its source) and real token stores in temp dirs; multi-process behaviour uses the
+//! library, `mcp_fixture::oauth`) and real token stores in temp dirs; multi-process behaviour uses the
 //! `token_tool` example as a separate process.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../fixture/src/oauth/mod.rs"]
-mod fake_as;
+use mcp_fixture::oauth as fake_as;
 
 #[path = "all/discovery.rs"]
 mod discovery;

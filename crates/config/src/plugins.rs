@@ -1,7 +1,7 @@
 //! Agent Plugins 1.0 (<https://agent-plugins.org>): a package directory with a `plugin.json` manifest and an
 //! optional root `mcp.json` whose servers pimcp adds as `<plugin>__<server>`.
 //!
-//! What is validated (spec §4-§9):
+//! What is validated (the Agent Plugins 1.0 specification, sections 4 to 9):
 //! - `plugin.json`: a JSON object; `$schema` is the 1.0.0 identifier; `name` is 1-64 characters of `a-z 0-9 - .`,
 //!   starting and ending alphanumeric, without `--` or `..`; `version`, `description`, `homepage`, `repository`,
 //!   `license`, `displayName` are strings; `keywords` an array of strings; `author` an object of `name`/`email`/`url`

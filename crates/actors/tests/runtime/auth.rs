@@ -482,8 +482,7 @@ fn capture_logs() -> Logs {
     Logs(buffer.clone())
 }
 
-#[path = "../../../fixture/src/oauth/mod.rs"]
-mod fake_as;
+use mcp_fixture::oauth as fake_as;
 
 /// An in-process MCP server (one `echo` tool) behind the fixture's fake authorization server, which the test can
 /// make forget tokens mid-session.

@@ -162,7 +162,7 @@ impl OAuthClient {
                 reason: "the response is not a client information document".into(),
             })?;
         let client_secret = response.client_secret.filter(|s| !s.is_empty()).map(Secret::new);
-        // RFC 7591 §3.2.1: the response echoes the registered method; when it does not, what we asked for applies
+        // RFC 7591 section 3.2.1: the response echoes the registered method; when it does not, what we asked for applies
         // (a secret the server sends anyway is kept but not used with `none`). A secret method without a secret
         // falls back to `none`.
         let auth_method = response
