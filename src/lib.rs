@@ -42,6 +42,9 @@
 //! [`guardian_main_if_requested`] first thing in `main` and builds with [`Builder::own_executable_as_guardian`];
 //! otherwise the guardian is `pimcp-guardian` next to the executable or named by `PIMCP_GUARDIAN`.
 
+// No unsafe code here: the operating system is reached through the lower crates' OS layers.
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,6 +2,9 @@
 //! only parses, dispatches and turns the outcome into an exit code. Logs go to stderr; stdout carries the command's
 //! output (or, later, the MCP protocol).
 
+// No unsafe code here: the operating system is reached through the lower crates' OS layers.
+#![forbid(unsafe_code)]
+
 #![allow(clippy::print_stdout, reason = "a command's output is printed to stdout")]
 
 #[macro_use]

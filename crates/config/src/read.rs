@@ -109,7 +109,7 @@ mod tests {
 
         let fifo = dir.path().join("fifo.json");
         let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        #[allow(unsafe_code, reason = "mkfifo(3) has no std wrapper; the path is a valid C string")]
+        #[expect(unsafe_code, reason = "mkfifo(3) has no std wrapper; the path is a valid C string")]
         let made = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
         assert_eq!(made, 0);
         // Without O_NONBLOCK this open would wait for a writer forever.

@@ -29,7 +29,7 @@ fn count_alloc(size: usize) {
 }
 
 // SAFETY: every call goes to `System` with the caller's own arguments; the counters do not touch the memory.
-#[allow(unsafe_code)]
+#[expect(unsafe_code, reason = "a counting global allocator is an unsafe trait; it forwards to System")]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count_alloc(layout.size());
@@ -486,7 +486,7 @@ fn stats(mut samples: Vec<Duration>) -> Stats {
 fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `clock_gettime` writes one `timespec` through a valid, exclusive pointer; no other memory is touched.
-    #[allow(unsafe_code)]
+    #[expect(unsafe_code, reason = "clock_gettime(2) for thread CPU time has no std equivalent")]
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     if rc != 0 {
         return Duration::ZERO;

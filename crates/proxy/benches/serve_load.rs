@@ -176,7 +176,7 @@ fn cpu_time(pid: u32) -> Duration {
         .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<u64>().ok()))
         .sum();
     #[cfg(unix)]
-    #[allow(unsafe_code)] // sysconf reads a constant of the running system
+    #[expect(unsafe_code, reason = "sysconf(3) reads a constant of the running system")]
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     // No `/proc` elsewhere: the ticks are zero and so is the time.
     #[cfg(not(unix))]

@@ -6,6 +6,9 @@
 //! with its [`HostBridge`] forwarding sampling, elicitation, roots and approvals to the host, over stdio or shared by
 //! many host sessions over Streamable HTTP ([`serve_http`], [`run_http`]; [`attach_stdio`] relays a stdio host to it).
 
+// No unsafe code here: the operating system is reached through the lower crates' OS layers.
+#![forbid(unsafe_code)]
+
 mod approval;
 mod describe;
 mod direct;

@@ -21,7 +21,7 @@ pub(crate) fn signal_group(pgid: i32, sig: i32) -> io::Result<bool> {
         ));
     }
     // SAFETY: killpg takes two integers and has no memory effects.
-    #[allow(unsafe_code, reason = "killpg(2) has no safe std equivalent")]
+    #[expect(unsafe_code, reason = "killpg(2) has no safe std equivalent")]
     let rc = unsafe { libc::killpg(pgid, sig) };
     if rc == 0 {
         return Ok(true);
@@ -38,7 +38,7 @@ pub(crate) fn signal_group(pgid: i32, sig: i32) -> io::Result<bool> {
 fn ignore_signals(signals: &[i32]) {
     for &signal in signals {
         // SAFETY: signal(2) with SIG_IGN installs no handler and touches no memory of ours.
-        #[allow(unsafe_code, reason = "signal dispositions have no safe std equivalent")]
+        #[expect(unsafe_code, reason = "signal dispositions have no safe std equivalent")]
         unsafe {
             libc::signal(signal, libc::SIG_IGN);
         }
@@ -48,7 +48,7 @@ fn ignore_signals(signals: &[i32]) {
 /// `getppid()`.
 fn parent_pid() -> u32 {
     // SAFETY: getppid cannot fail and touches no memory.
-    #[allow(unsafe_code, reason = "getppid(2) is not exposed by std")]
+    #[expect(unsafe_code, reason = "getppid(2) is not exposed by std")]
     let pid = unsafe { libc::getppid() };
     pid.unsigned_abs()
 }
@@ -58,7 +58,7 @@ fn parent_pid() -> u32 {
 #[cfg(target_os = "linux")]
 fn set_parent_death_signal(sig: i32) -> io::Result<()> {
     // SAFETY: prctl(PR_SET_PDEATHSIG, sig) reads only its integer arguments.
-    #[allow(unsafe_code, reason = "prctl(2) has no safe std equivalent")]
+    #[expect(unsafe_code, reason = "prctl(2) has no safe std equivalent")]
     let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::c_ulong::from(sig.unsigned_abs()), 0, 0, 0) };
     if rc == 0 {
         Ok(())
@@ -78,7 +78,7 @@ fn set_parent_death_signal(_sig: i32) -> io::Result<()> {
 /// (an ignored disposition survives exec too). Async-signal-safe.
 fn reset_signal_mask() -> io::Result<()> {
     // SAFETY: sigemptyset initializes the plain bitmask in place; sigprocmask only reads it.
-    #[allow(unsafe_code, reason = "signal masks have no safe std equivalent")]
+    #[expect(unsafe_code, reason = "signal masks have no safe std equivalent")]
     let rc = unsafe {
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
@@ -106,7 +106,7 @@ fn reset_signal_dispositions() -> io::Result<()> {
     for sig in RESET_TO_DEFAULT {
         // SAFETY: a zeroed sigaction with SIG_DFL as handler and an empty mask is a valid argument; sigaction is
         // async-signal-safe and only reads it.
-        #[allow(unsafe_code, reason = "signal dispositions have no safe std equivalent")]
+        #[expect(unsafe_code, reason = "signal dispositions have no safe std equivalent")]
         let rc = unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = libc::SIG_DFL;
@@ -125,7 +125,7 @@ fn reset_signal_dispositions() -> io::Result<()> {
 pub(crate) fn child_has_exited(pid: u32) -> io::Result<bool> {
     let id = libc::id_t::from(pid);
     // SAFETY: siginfo_t is plain data; waitid writes into it and reads nothing else.
-    #[allow(unsafe_code, reason = "waitid(2) with WNOWAIT has no safe std equivalent")]
+    #[expect(unsafe_code, reason = "waitid(2) with WNOWAIT has no safe std equivalent")]
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
         let rc = libc::waitid(
@@ -183,7 +183,7 @@ pub(crate) fn live_group_members(pgid: i32) -> Vec<u32> {
     let mut pids = vec![0 as libc::pid_t; 256];
     let size = libc::c_int::try_from(std::mem::size_of_val(pids.as_slice())).unwrap_or(libc::c_int::MAX);
     // SAFETY: the buffer is `size` bytes of plain integers; proc_listpgrppids writes at most that many.
-    #[allow(unsafe_code, reason = "libproc has no safe std equivalent")]
+    #[expect(unsafe_code, reason = "libproc has no safe std equivalent")]
     let written = unsafe { libc::proc_listpgrppids(pgid, pids.as_mut_ptr().cast(), size) };
     let count = usize::try_from(written).unwrap_or(0) / std::mem::size_of::<libc::pid_t>();
     pids.truncate(count);
@@ -196,7 +196,7 @@ pub(crate) fn live_group_members(pgid: i32) -> Vec<u32> {
 #[cfg(target_os = "macos")]
 fn is_zombie(pid: libc::pid_t) -> bool {
     // SAFETY: proc_bsdinfo is plain data; proc_pidinfo writes at most its size into it.
-    #[allow(unsafe_code, reason = "libproc has no safe std equivalent")]
+    #[expect(unsafe_code, reason = "libproc has no safe std equivalent")]
     unsafe {
         let mut info: libc::proc_bsdinfo = std::mem::zeroed();
         let size = libc::c_int::try_from(std::mem::size_of::<libc::proc_bsdinfo>()).unwrap_or(libc::c_int::MAX);
@@ -241,7 +241,7 @@ pub(crate) fn kill_group(pgid: i32) {
 pub(crate) fn prepare_server(cmd: &mut tokio::process::Command, our_pid: u32) {
     // SAFETY: runs between fork and exec; prctl, sigprocmask, sigaction and getppid are async-signal-safe and
     // allocate nothing.
-    #[allow(
+    #[expect(
         unsafe_code,
         reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child"
     )]

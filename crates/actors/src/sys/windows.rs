@@ -45,7 +45,7 @@ const EXIT_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 /// Whether the process `pid` (our child, whose handle tokio holds, so the id cannot be reused) has exited.
 pub(crate) fn child_has_exited(pid: u32) -> io::Result<bool> {
     // SAFETY: OpenProcess and WaitForSingleObject take plain values; the handle is closed before returning.
-    #[allow(unsafe_code, reason = "process handles have no safe std equivalent by pid")]
+    #[expect(unsafe_code, reason = "process handles have no safe std equivalent by pid")]
     unsafe {
         let Ok(handle) = OpenProcess(PROCESS_SYNCHRONIZE, false, pid) else {
             // No such process any more.

@@ -23,7 +23,7 @@ fn join_new_session_keyring() -> std::io::Result<i64> {
     const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
     // SAFETY: keyctl(KEYCTL_JOIN_SESSION_KEYRING, name) reads `name` only; NULL asks for a new anonymous keyring,
     // so no pointer we own is passed and no memory is written.
-    #[allow(unsafe_code)]
+    #[expect(unsafe_code, reason = "keyctl(2) has no safe wrapper")]
     let id = unsafe {
         libc::syscall(
             libc::SYS_keyctl,

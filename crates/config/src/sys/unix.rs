@@ -60,7 +60,7 @@ pub(crate) fn lead_new_group(cmd: &mut Command) {
     {
         let parent = std::process::id();
         // SAFETY: runs between fork and exec; prctl and getppid are async-signal-safe and allocate nothing.
-        #[allow(unsafe_code)]
+        #[expect(unsafe_code, reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child")]
         unsafe {
             cmd.pre_exec(move || {
                 let signal = libc::c_ulong::from(libc::SIGKILL.unsigned_abs());
@@ -84,7 +84,7 @@ pub(crate) fn kill_group(pid: u32) {
     };
     // SAFETY: killpg only sends a signal; it touches no memory. The caller has not reaped the leader, so the group
     // id cannot have been recycled.
-    #[allow(unsafe_code)]
+    #[expect(unsafe_code, reason = "killpg(2) has no safe std equivalent")]
     unsafe {
         libc::killpg(pgid, libc::SIGKILL);
     }
