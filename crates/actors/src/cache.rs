@@ -21,7 +21,7 @@ use crate::schema::{Source, with_source};
 pub const CACHE_VERSION: u32 = 1;
 
 /// The largest metadata cache file read; a larger one (or one that is not a regular file) reads as empty.
-pub const CACHE_FILE_LIMIT: u64 = 256 * 1024 * 1024;
+pub(crate) const CACHE_FILE_LIMIT: u64 = 256 * 1024 * 1024;
 
 fn read_cache_text(file: &std::fs::File) -> std::io::Result<String> {
     String::from_utf8(pimcp_config::read_capped(file, CACHE_FILE_LIMIT)?)
@@ -213,7 +213,7 @@ impl CacheEntry {
 }
 
 /// Milliseconds since the Unix epoch (0 for times before it).
-pub fn epoch_ms(t: SystemTime) -> u64 {
+pub(crate) fn epoch_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)

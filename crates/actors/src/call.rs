@@ -130,7 +130,7 @@ pub(crate) struct InputContext {
 const CALL_END_SLACK: Duration = Duration::from_secs(5);
 
 /// Maximum `input_required` rounds one call may take.
-pub const MAX_INPUT_ROUNDS: usize = 8;
+pub(crate) const MAX_INPUT_ROUNDS: usize = 8;
 
 pub(crate) struct CallJob {
     pub tool: Arc<CatalogTool>,

@@ -44,7 +44,7 @@ pub(crate) struct Lane {
 }
 
 impl Lane {
-    pub fn new(server: &str, no_approval: bool) -> Lane {
+    pub(crate) fn new(server: &str, no_approval: bool) -> Lane {
         Lane {
             server: server.to_owned(),
             slot: Mutex::new(None),
@@ -67,26 +67,26 @@ impl Lane {
         }
     }
 
-    pub fn open(&self, live: LiveCall) {
+    pub(crate) fn open(&self, live: LiveCall) {
         *self.lock() = Some(live);
         self.touch();
     }
 
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         *self.lock() = None;
     }
 
     /// Marks the connection as used now (restarts the idle period).
-    pub fn touch(&self) {
+    pub(crate) fn touch(&self) {
         self.last_activity_ms.store(self.now_ms(), Ordering::Relaxed);
     }
 
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Acquire)
     }
 
     /// Time since the last activity.
-    pub fn idle_for(&self) -> Duration {
+    pub(crate) fn idle_for(&self) -> Duration {
         Duration::from_millis(
             self.now_ms()
                 .saturating_sub(self.last_activity_ms.load(Ordering::Relaxed)),
@@ -94,20 +94,20 @@ impl Lane {
     }
 
     /// When the server last answered a call, if ever on this lane.
-    pub fn last_response(&self) -> Option<Instant> {
+    pub(crate) fn last_response(&self) -> Option<Instant> {
         match self.last_response_ms.load(Ordering::Relaxed) {
             0 => None,
             ms => self.epoch.checked_add(Duration::from_millis(ms - 1)),
         }
     }
 
-    pub fn note_response(&self) {
+    pub(crate) fn note_response(&self) {
         self.last_response_ms.store(self.now_ms() + 1, Ordering::Relaxed);
     }
 
     /// Closes the lane if it has been idle for `idle` with nothing in flight. Otherwise returns how long to wait
     /// before asking again.
-    pub fn close_if_idle(&self, idle: Duration) -> std::result::Result<(), Duration> {
+    pub(crate) fn close_if_idle(&self, idle: Duration) -> std::result::Result<(), Duration> {
         let mut slot = self.lock();
         if self.in_flight() > 0 {
             return Err(idle);
@@ -121,7 +121,7 @@ impl Lane {
     }
 
     /// Enters the lane: the live connection and an in-flight ticket, or `None` when not ready.
-    pub fn enter(self: &Arc<Self>) -> Option<(LiveCall, Ticket)> {
+    pub(crate) fn enter(self: &Arc<Self>) -> Option<(LiveCall, Ticket)> {
         let slot = self.lock();
         let live = slot.as_ref()?;
         if live.guards.dead.is_cancelled() || live.peer.is_transport_closed() {
@@ -137,7 +137,7 @@ impl Lane {
 
     /// Runs one call on `live`, holding `ticket` until it ends; reports what the actor must act on (a dead
     /// transport, a refused token). Metadata-only `tool_call` span, parented to the caller's span.
-    pub async fn run(&self, live: LiveCall, ticket: Ticket, job: CallJob) -> Result<ToolOutput> {
+    pub(crate) async fn run(&self, live: LiveCall, ticket: Ticket, job: CallJob) -> Result<ToolOutput> {
         let parent = if job.span.is_none() {
             tracing::Span::current()
         } else {

@@ -42,7 +42,7 @@ pub fn server_prefix(server: &str, mode: ToolPrefix) -> String {
 
 /// An upstream tool name made safe for hosts: `.` and `/` become `_`, other characters outside `[A-Za-z0-9_-]`
 /// become `_<hex>_`.
-pub fn sanitize_tool(tool: &str) -> String {
+pub(crate) fn sanitize_tool(tool: &str) -> String {
     let mut out = String::with_capacity(tool.len());
     for c in tool.chars() {
         if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
@@ -105,7 +105,7 @@ pub fn resource_tool_name(resource_name: &str) -> String {
 }
 
 /// `-` and `_` are interchangeable and case is ignored when matching names loosely.
-pub fn fuzzy_key(name: &str) -> String {
+pub(crate) fn fuzzy_key(name: &str) -> String {
     name.chars()
         .map(|c| if c == '-' { '_' } else { c.to_ascii_lowercase() })
         .collect()

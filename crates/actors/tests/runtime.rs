@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod runtime {
-    pub mod support;
+    pub(crate) mod support;
 
     mod auth;
     mod basic;

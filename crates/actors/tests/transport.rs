@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod transport {
-    pub mod support;
+    pub(crate) mod support;
 
     mod http;
     // Process groups, signals and parent death (Unix; Windows jobs are checked under Wine by `.ci/cross`).

@@ -4,7 +4,6 @@
 
 // No unsafe code here: the operating system is reached through the lower crates' OS layers.
 #![forbid(unsafe_code)]
-
 #![allow(clippy::print_stdout, reason = "a command's output is printed to stdout")]
 
 #[macro_use]

@@ -6,12 +6,12 @@ use pimcp_auth::BrowserOpener;
 
 /// Opens authorization URLs by fetching them (following redirects) in the background.
 #[derive(Debug, Clone)]
-pub struct HeadlessBrowser {
+pub(crate) struct HeadlessBrowser {
     http: reqwest::Client,
 }
 
 impl HeadlessBrowser {
-    pub fn new() -> anyhow::Result<HeadlessBrowser> {
+    pub(crate) fn new() -> anyhow::Result<HeadlessBrowser> {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::limited(10))
             .build()?;

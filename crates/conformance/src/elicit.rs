@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 /// Accepts with every property's `default` (properties without one are left out).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct AcceptDefaults;
+pub(crate) struct AcceptDefaults;
 
 #[async_trait]
 impl ElicitationHandler for AcceptDefaults {
@@ -21,7 +21,7 @@ impl ElicitationHandler for AcceptDefaults {
 }
 
 /// `requestedSchema.properties.*.default` of an `elicitation/create` request.
-pub fn defaults_of(params: &Value) -> Map<String, Value> {
+pub(crate) fn defaults_of(params: &Value) -> Map<String, Value> {
     params
         .get("requestedSchema")
         .and_then(|s| s.get("properties"))

@@ -9,13 +9,13 @@ use anyhow::Context as _;
 use serde_json::{Value, json};
 
 /// The name of the only configured server.
-pub const SERVER: &str = "conformance";
+pub(crate) const SERVER: &str = "conformance";
 /// The client ID metadata document URL the `auth/basic-cimd` scenario expects (SEP-991).
-pub const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+pub(crate) const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
 
 /// One step, run through the runtime.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Step {
+pub(crate) enum Step {
     /// `RuntimeHandle::connect` (initialize + discovery).
     Connect,
     /// Call an upstream tool by its original name.
@@ -26,7 +26,7 @@ pub enum Step {
 
 /// The configuration and the steps of one run.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The `mcpServers` entry of [`SERVER`].
     pub server: Value,
     pub steps: Vec<Step>,
@@ -34,13 +34,13 @@ pub struct Plan {
 
 impl Plan {
     /// The in-memory configuration: one server, logins without a person (`autoAuth`).
-    pub fn config(&self) -> Value {
+    pub(crate) fn config(&self) -> Value {
         json!({"settings": {"autoAuth": true}, "mcpServers": {SERVER: self.server}})
     }
 }
 
 /// The plan for `scenario` against `url` (the suite appends the URL as the last argument).
-pub fn plan(scenario: &str, url: &str, context: Option<&Value>) -> anyhow::Result<Plan> {
+pub(crate) fn plan(scenario: &str, url: &str, context: Option<&Value>) -> anyhow::Result<Plan> {
     // The suite speaks the initialize-era protocol (2025-03-26 … 2025-11-25): no server/discover probe.
     let mut server = json!({"url": url, "protocol": "legacy"});
     let steps = match scenario {

@@ -29,7 +29,10 @@ fn count_alloc(size: usize) {
 }
 
 // SAFETY: every call goes to `System` with the caller's own arguments; the counters do not touch the memory.
-#[expect(unsafe_code, reason = "a counting global allocator is an unsafe trait; it forwards to System")]
+#[expect(
+    unsafe_code,
+    reason = "a counting global allocator is an unsafe trait; it forwards to System"
+)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count_alloc(layout.size());

@@ -58,7 +58,7 @@ pub fn direct_tools(catalog: &Catalog, config: &Config) -> Vec<DirectTool> {
 
 /// Whether the server `cfg` would contribute direct tools (its own `directTools`, else `settings.directTools`, and
 /// not every tool proxy-only), once its tools are known.
-pub fn wants_direct_tools(cfg: &ServerConfig, config: &Config) -> bool {
+pub(crate) fn wants_direct_tools(cfg: &ServerConfig, config: &Config) -> bool {
     let selection = cfg.direct_tools.as_ref().unwrap_or(&config.settings.direct_tools);
     *selection != DirectTools::Off
         && !(cfg.hidden && cfg.tool_exposure.iter().all(|(_, mode)| mode == "hidden"))
@@ -67,7 +67,7 @@ pub fn wants_direct_tools(cfg: &ServerConfig, config: &Config) -> bool {
 
 /// Whether `toolExposure`/`exposure` make the tool `original` proxy-only: its exact name wins, else the first
 /// pattern (`*` = any run) that matches, in file order; a tool with no entry follows the server's `exposure`.
-pub fn tool_hidden(cfg: &ServerConfig, original: &str) -> bool {
+pub(crate) fn tool_hidden(cfg: &ServerConfig, original: &str) -> bool {
     let entry = cfg.tool_exposure.iter().find(|(key, _)| key == original).or_else(|| {
         cfg.tool_exposure
             .iter()
@@ -82,7 +82,7 @@ pub fn tool_hidden(cfg: &ServerConfig, original: &str) -> bool {
 /// The host-facing definition: prefixed name, upstream description, input schema (minus `$schema`), output
 /// schema, title, annotations and `_meta`. A call's result keeps the upstream `structuredContent` beside the
 /// rendered text (unless the output guard cut the text), so an output schema stays truthful.
-pub fn definition(t: &CatalogTool) -> Tool {
+pub(crate) fn definition(t: &CatalogTool) -> Tool {
     let mut schema = t.input_schema().map(|s| (*s).clone()).unwrap_or_else(|e| {
         tracing::warn!(error = %e, "registering the direct tool without its schema");
         Default::default()

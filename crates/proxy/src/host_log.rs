@@ -18,7 +18,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 /// Logger name of pimcp's own messages.
-pub const LOGGER: &str = "pimcp";
+pub(crate) const LOGGER: &str = "pimcp";
 /// Sessions remembered at once (closed ones are pruned first).
 const MAX_SESSIONS: usize = 256;
 

@@ -35,7 +35,7 @@ pub fn shape_within(schema: Option<&Value>, max_chars: usize) -> String {
 }
 
 /// [`shape_within`] of a schema object, read where it is: a catalog's shared schema is shaped without a copy.
-pub fn object_shape_within(schema: &Map<String, Value>, max_chars: usize) -> String {
+pub(crate) fn object_shape_within(schema: &Map<String, Value>, max_chars: usize) -> String {
     for depth in (1..=MAX_OBJECT_DEPTH).rev() {
         let r = Renderer {
             root: schema,

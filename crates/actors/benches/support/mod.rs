@@ -15,16 +15,16 @@ use rmcp::{ClientLifecycleMode, ClientServiceExt as _, RoleClient};
 use serde_json::{Value, json};
 
 /// The bare baseline client: rmcp's no-op client handler over a child process.
-pub type BareClient = RunningService<RoleClient, ()>;
+pub(crate) type BareClient = RunningService<RoleClient, ()>;
 
 /// The `mcp-fixture` binary of this profile (built by cargo next to the bench when missing or stale).
-pub fn fixture() -> PathBuf {
+pub(crate) fn fixture() -> PathBuf {
     mcp_fixture::bin_path()
 }
 
 /// A `tokio` command for the fixture with `args`, stdin/stdout piped by rmcp, stderr discarded, and no inherited
 /// `MCP_FIXTURE_*` variables.
-pub fn fixture_command(args: &[String]) -> tokio::process::Command {
+pub(crate) fn fixture_command(args: &[String]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(fixture());
     cmd.args(args);
     for (key, _) in std::env::vars_os() {
@@ -37,7 +37,7 @@ pub fn fixture_command(args: &[String]) -> tokio::process::Command {
 
 /// The lifecycle the runtime runs for a stdio server in `auto` protocol mode without a remembered era
 /// (`server/discover` for 2026-07-28, falling back to `initialize`), so both sides speak the same protocol.
-pub fn auto_lifecycle() -> ClientLifecycleMode {
+pub(crate) fn auto_lifecycle() -> ClientLifecycleMode {
     ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: Some(ProtocolVersion::V_2025_11_25),
@@ -45,7 +45,7 @@ pub fn auto_lifecycle() -> ClientLifecycleMode {
 }
 
 /// Spawns the fixture and runs the handshake with a bare rmcp client.
-pub async fn bare_connect(args: &[String]) -> anyhow::Result<BareClient> {
+pub(crate) async fn bare_connect(args: &[String]) -> anyhow::Result<BareClient> {
     let (transport, _stderr) = TokioChildProcess::builder(fixture_command(args))
         .stderr(Stdio::null())
         .spawn()
@@ -56,32 +56,32 @@ pub async fn bare_connect(args: &[String]) -> anyhow::Result<BareClient> {
 }
 
 /// `tools/call` request for `echo`.
-pub fn echo_request(text: &str) -> CallToolRequestParams {
+pub(crate) fn echo_request(text: &str) -> CallToolRequestParams {
     CallToolRequestParams::new("echo").with_arguments(echo_args(text).unwrap_or_default())
 }
 
 /// `{"text": text}` as a JSON object.
-pub fn echo_args(text: &str) -> Option<JsonObject> {
+pub(crate) fn echo_args(text: &str) -> Option<JsonObject> {
     json!({ "text": text }).as_object().cloned()
 }
 
 /// The first text block of a bare result.
-pub fn bare_text(result: &rmcp::model::CallToolResult) -> Option<String> {
+pub(crate) fn bare_text(result: &rmcp::model::CallToolResult) -> Option<String> {
     result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone()))
 }
 
 /// One stdio server entry for the config: the fixture with `args`.
-pub fn server_entry(args: &[String]) -> Value {
+pub(crate) fn server_entry(args: &[String]) -> Value {
     json!({ "command": fixture(), "args": args })
 }
 
 /// Starts a runtime over `servers` (an `mcpServers` object) with its agent and data dirs under `dir`.
-pub async fn start_runtime(dir: &Path, servers: Value) -> anyhow::Result<Runtime> {
+pub(crate) async fn start_runtime(dir: &Path, servers: Value) -> anyhow::Result<Runtime> {
     start_runtime_with(dir, servers, |_| {}).await
 }
 
 /// [`start_runtime`] with `tweak` applied to the options first.
-pub async fn start_runtime_with(
+pub(crate) async fn start_runtime_with(
     dir: &Path,
     servers: Value,
     tweak: impl FnOnce(&mut RuntimeOptions),
@@ -93,13 +93,13 @@ pub async fn start_runtime_with(
 }
 
 /// `load_in_memory` with both the home and project directory at `dir` (as the example does).
-pub fn load_config(dir: &Path, json: &Value) -> pimcp_config::Config {
+pub(crate) fn load_config(dir: &Path, json: &Value) -> pimcp_config::Config {
     pimcp_config::load_in_memory(json, &pimcp_config::LoadOptions::new(dir, dir))
 }
 
 /// Order-statistic summary of a sample.
 #[derive(Debug, Clone, Copy)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub n: usize,
     pub median: Duration,
     pub p90: Duration,
@@ -110,7 +110,7 @@ pub struct Summary {
 }
 
 /// Nearest-rank percentile `q` (0..=1) of a sorted sample.
-pub fn percentile(sorted: &[Duration], q: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], q: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
@@ -118,7 +118,7 @@ pub fn percentile(sorted: &[Duration], q: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-pub fn summarize(sample: &[Duration]) -> Summary {
+pub(crate) fn summarize(sample: &[Duration]) -> Summary {
     let mut sorted = sample.to_vec();
     sorted.sort_unstable();
     let total: Duration = sorted.iter().sum();
@@ -138,7 +138,7 @@ pub fn summarize(sample: &[Duration]) -> Summary {
 }
 
 /// Median of plain numbers (per-block statistics).
-pub fn median_f64(values: &[f64]) -> f64 {
+pub(crate) fn median_f64(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     match v.len() {
@@ -149,22 +149,22 @@ pub fn median_f64(values: &[f64]) -> f64 {
 }
 
 /// Microseconds with one decimal.
-pub fn us(d: Duration) -> String {
+pub(crate) fn us(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e6)
 }
 
 /// Milliseconds with two decimals.
-pub fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1e3)
 }
 
 /// `ABBA` interleaving: block `i` runs the runtime first when this is true, so drift cancels pairwise.
-pub fn runtime_first(block: usize) -> bool {
+pub(crate) fn runtime_first(block: usize) -> bool {
     matches!(block % 4, 0 | 3)
 }
 
 /// Date, host facts and load, printed above every table.
-pub fn machine_line() -> String {
+pub(crate) fn machine_line() -> String {
     let nproc = std::thread::available_parallelism().map_or(0, usize::from);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load: Vec<&str> = load.split_whitespace().take(3).collect();
@@ -187,7 +187,7 @@ pub fn machine_line() -> String {
 }
 
 /// Polls `check` every 5 ms until it holds or `within` passes.
-pub async fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool) -> anyhow::Result<()> {
+pub(crate) async fn wait_until(what: &str, within: Duration, mut check: impl FnMut() -> bool) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + within;
     while !check() {
         if tokio::time::Instant::now() >= deadline {
@@ -201,7 +201,7 @@ pub async fn wait_until(what: &str, within: Duration, mut check: impl FnMut() ->
 /// CPU time consumed so far by every thread of this process (sum of `/proc/self/task/*/schedstat` run times, ns
 /// resolution). Differences over a block measure work done here, independent of time spent waiting for the server
 /// or descheduled by other load.
-pub fn process_cpu() -> Duration {
+pub(crate) fn process_cpu() -> Duration {
     let mut total = 0u64;
     if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
         for task in tasks.flatten() {

@@ -210,7 +210,7 @@ impl SpawnPlan {
     /// Spawns the server, in a new process group that the runtime's guardian watches. Must run on a long-lived thread
     /// (any tokio worker): `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits. `Err` when the
     /// guardian cannot be started (nothing is spawned then) or the spawn fails.
-    pub fn spawn(&self) -> std::io::Result<Spawned> {
+    pub(crate) fn spawn(&self) -> std::io::Result<Spawned> {
         if let Some((exe, guardian)) = &self.guardian {
             guardian.ensure(exe)?;
         }

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 /// How long a cached resolution is trusted.
-pub const NPX_CACHE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+pub(super) const NPX_CACHE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// Cap for `npm prefix -g`.
 const NPM_PREFIX_TIMEOUT: Duration = Duration::from_secs(10);
 const CACHE_VERSION: u32 = 1;

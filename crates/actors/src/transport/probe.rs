@@ -10,7 +10,7 @@ use std::time::Duration;
 use http::HeaderMap;
 
 /// Cap on the whole probe.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the probe learned about an endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -62,7 +62,7 @@ pub(crate) struct SessionState {
 }
 
 impl SessionState {
-    pub fn new(url: &str, resume: Option<SessionResume>) -> Arc<SessionState> {
+    pub(super) fn new(url: &str, resume: Option<SessionResume>) -> Arc<SessionState> {
         let mut inner = Inner::default();
         if let Some(r) = resume.filter(|r| r.url == url)
             && let Ok(result) = serde_json::from_value::<InitializeResult>(r.initialize_result.clone())
@@ -79,16 +79,16 @@ impl SessionState {
         self.inner.lock().ok().map(|mut g| f(&mut g))
     }
 
-    pub fn current_session(&self) -> Option<String> {
+    pub(super) fn current_session(&self) -> Option<String> {
         self.with(|i| i.current_session.clone()).flatten()
     }
 
     /// True when the remembered session was re-adopted and not rejected.
-    pub fn resumed(&self) -> bool {
+    pub(super) fn resumed(&self) -> bool {
         self.with(|i| i.resume_applied && !i.resume_rejected).unwrap_or(false)
     }
 
-    pub fn resume_token(&self) -> Option<SessionResume> {
+    pub(super) fn resume_token(&self) -> Option<SessionResume> {
         self.with(|i| {
             Some(SessionResume {
                 session_id: i.current_session.clone()?,
@@ -100,12 +100,12 @@ impl SessionState {
     }
 
     /// The latest `initialize` result seen (resumed or real).
-    pub fn initialize_result(&self) -> Option<InitializeResult> {
+    pub(super) fn initialize_result(&self) -> Option<InitializeResult> {
         let value = self.with(|i| i.initialize_result.clone()).flatten()?;
         serde_json::from_value(value).ok()
     }
 
-    pub fn keep_session_on_close(&self) {
+    pub(super) fn keep_session_on_close(&self) {
         self.with(|i| i.keep_session = true);
     }
 }

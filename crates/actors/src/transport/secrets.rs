@@ -17,7 +17,7 @@ pub(crate) struct Redactor {
 
 impl Redactor {
     /// Remembers a secret value (very short values are ignored: redacting `1` would mangle every message).
-    pub fn add(&mut self, value: &str) {
+    pub(super) fn add(&mut self, value: &str) {
         if value.len() >= 3 && !self.values.iter().any(|v| v == value) {
             self.values.push(value.to_owned());
             // The stderr log writer redacts with the process-wide set: whatever rmcp or reqwest logs about this
@@ -26,13 +26,13 @@ impl Redactor {
         }
     }
 
-    pub fn values(&self) -> Vec<String> {
+    pub(super) fn values(&self) -> Vec<String> {
         self.values.clone()
     }
 
     /// `text` without any of these values (every one [`Redactor::add`] took is remembered process-wide), URL query
     /// values and passwords, or `Bearer`/`Basic` credentials.
-    pub fn apply(&self, text: &str) -> String {
+    pub(super) fn apply(&self, text: &str) -> String {
         pimcp_config::redact_text(text).into_owned()
     }
 }

@@ -541,11 +541,11 @@ mod guarded {
     }
 
     /// Serves `/mcp` (tokens checked on every request) and the authorization server on one loopback origin.
-    pub async fn start() -> Arc<fake_as::FakeAs> {
+    pub(super) async fn start() -> Arc<fake_as::FakeAs> {
         start_with(fake_as::FakeAsConfig::default()).await
     }
 
-    pub async fn start_with(config: fake_as::FakeAsConfig) -> Arc<fake_as::FakeAs> {
+    pub(super) async fn start_with(config: fake_as::FakeAsConfig) -> Arc<fake_as::FakeAs> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let fake = fake_as::FakeAs::new(base, config);

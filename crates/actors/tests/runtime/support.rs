@@ -4,23 +4,23 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub use mcp_fixture::{pid_alive, read_event_log as events};
+pub(crate) use mcp_fixture::{pid_alive, read_event_log as events};
 use pimcp_actors::{ErrorCategory, Runtime, RuntimeOptions, ServerState, Tuning};
 use pimcp_config::{Config, LoadOptions, Severity};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
-pub fn fixture() -> String {
+pub(crate) fn fixture() -> String {
     mcp_fixture::bin_path().to_string_lossy().into_owned()
 }
 
 /// A stdio fixture server entry with extra flags.
-pub fn stdio(args: &[&str]) -> Value {
+pub(crate) fn stdio(args: &[&str]) -> Value {
     json!({ "command": fixture(), "args": args })
 }
 
 /// Short timings so recovery shows up quickly in tests.
-pub fn tuning() -> Tuning {
+pub(crate) fn tuning() -> Tuning {
     Tuning {
         connect_backoff_min: Duration::from_millis(50),
         connect_backoff_max: Duration::from_millis(400),
@@ -29,29 +29,29 @@ pub fn tuning() -> Tuning {
     }
 }
 
-pub struct Harness {
+pub(crate) struct Harness {
     pub rt: Runtime,
     pub dir: tempfile::TempDir,
 }
 
-pub fn load(config: &Value, dir: &Path) -> Config {
+pub(crate) fn load(config: &Value, dir: &Path) -> Config {
     let cfg = pimcp_config::load_in_memory(config, &LoadOptions::new(dir.join("home"), dir));
     let errors: Vec<_> = cfg.problems.iter().filter(|p| p.severity == Severity::Error).collect();
     assert!(errors.is_empty(), "config problems: {errors:?}");
     cfg
 }
 
-pub async fn start(config: Value) -> Harness {
+pub(crate) async fn start(config: Value) -> Harness {
     start_with(config, tuning()).await
 }
 
-pub async fn start_with(config: Value, tuning: Tuning) -> Harness {
+pub(crate) async fn start_with(config: Value, tuning: Tuning) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let rt = start_in(dir.path(), &config, tuning).await;
     Harness { rt, dir }
 }
 
-pub async fn start_in(dir: &Path, config: &Value, tuning: Tuning) -> Runtime {
+pub(crate) async fn start_in(dir: &Path, config: &Value, tuning: Tuning) -> Runtime {
     let cfg = load(config, dir);
     let mut opts = RuntimeOptions::new(cfg, dir.join("agent"), dir.join("data"));
     opts.tuning = tuning;
@@ -59,7 +59,7 @@ pub async fn start_in(dir: &Path, config: &Value, tuning: Tuning) -> Runtime {
 }
 
 /// Polls `f` every 20 ms until it is true; panics naming `what` after `deadline`.
-pub async fn wait_until(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
+pub(crate) async fn wait_until(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + deadline;
     loop {
         if f() {
@@ -70,29 +70,29 @@ pub async fn wait_until(what: &str, deadline: Duration, mut f: impl FnMut() -> b
     }
 }
 
-pub fn state_of(rt: &Runtime, server: &str) -> ServerState {
+pub(crate) fn state_of(rt: &Runtime, server: &str) -> ServerState {
     rt.status().server(server).map(|s| s.state.clone()).unwrap()
 }
 
-pub fn args(v: Value) -> Option<JsonObject> {
+pub(crate) fn args(v: Value) -> Option<JsonObject> {
     v.as_object().cloned()
 }
 
-pub fn events_named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
+pub(crate) fn events_named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["event"] == name).collect()
 }
 
-pub fn read_pid(path: &Path) -> Option<u32> {
+pub(crate) fn read_pid(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-pub fn category(r: &pimcp_actors::Result<pimcp_actors::ToolOutput>) -> Option<ErrorCategory> {
+pub(crate) fn category(r: &pimcp_actors::Result<pimcp_actors::ToolOutput>) -> Option<ErrorCategory> {
     r.as_ref().err().map(|e| e.category())
 }
 
 /// Starts `mcp-fixture --http` on `addr` (event log `dir/events.jsonl`, port file `dir/<tag>.port`) and returns the
 /// child and its port.
-pub async fn http_fixture(dir: &Path, tag: &str, addr: &str, extra: &[&str]) -> (tokio::process::Child, u16) {
+pub(crate) async fn http_fixture(dir: &Path, tag: &str, addr: &str, extra: &[&str]) -> (tokio::process::Child, u16) {
     let port_file = dir.join(format!("{tag}.port"));
     let log = dir.join("events.jsonl");
     let mut cmd = tokio::process::Command::new(fixture());

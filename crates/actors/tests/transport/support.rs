@@ -14,15 +14,15 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub fn fixture() -> String {
+pub(crate) fn fixture() -> String {
     mcp_fixture::bin_path().to_string_lossy().into_owned()
 }
 
-pub fn guardian() -> PathBuf {
+pub(crate) fn guardian() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_pimcp-guardian"))
 }
 
-pub fn server(name: &str, transport: Transport) -> ServerConfig {
+pub(crate) fn server(name: &str, transport: Transport) -> ServerConfig {
     ServerConfig {
         name: name.into(),
         transport,
@@ -51,7 +51,7 @@ pub fn server(name: &str, transport: Transport) -> ServerConfig {
     }
 }
 
-pub fn stdio_transport(args: &[&str]) -> StdioTransport {
+pub(crate) fn stdio_transport(args: &[&str]) -> StdioTransport {
     StdioTransport {
         command: fixture(),
         args: args.iter().map(|a| (*a).to_owned()).collect(),
@@ -61,11 +61,11 @@ pub fn stdio_transport(args: &[&str]) -> StdioTransport {
     }
 }
 
-pub fn stdio_server(name: &str, args: &[&str]) -> ServerConfig {
+pub(crate) fn stdio_server(name: &str, args: &[&str]) -> ServerConfig {
     server(name, Transport::Stdio(stdio_transport(args)))
 }
 
-pub fn http_server(name: &str, url: &str) -> ServerConfig {
+pub(crate) fn http_server(name: &str, url: &str) -> ServerConfig {
     server(
         name,
         Transport::Http(HttpTransport {
@@ -76,11 +76,11 @@ pub fn http_server(name: &str, url: &str) -> ServerConfig {
     )
 }
 
-pub fn plain(v: &str) -> SecretValue {
+pub(crate) fn plain(v: &str) -> SecretValue {
     SecretValue::Plain(pimcp_config::Secret::new(v))
 }
 
-pub fn spec(server: ServerConfig, project_dir: &Path) -> ConnectSpec {
+pub(crate) fn spec(server: ServerConfig, project_dir: &Path) -> ConnectSpec {
     ConnectSpec {
         server,
         project_dir: project_dir.to_path_buf(),
@@ -100,7 +100,7 @@ pub fn spec(server: ServerConfig, project_dir: &Path) -> ConnectSpec {
 }
 
 /// Calls `whoami` (optionally checking env var `var`) and parses its JSON report.
-pub async fn whoami<H: rmcp::ClientHandler>(conn: &Connection<H>, var: Option<&str>) -> Value {
+pub(crate) async fn whoami<H: rmcp::ClientHandler>(conn: &Connection<H>, var: Option<&str>) -> Value {
     let mut params = CallToolRequestParams::new("whoami");
     if let Some(var) = var {
         params = params.with_arguments(serde_json::json!({ "var": var }).as_object().unwrap().clone());
@@ -111,18 +111,18 @@ pub async fn whoami<H: rmcp::ClientHandler>(conn: &Connection<H>, var: Option<&s
 }
 
 /// The process state letter from `/proc/<pid>/stat`, or `None` when the pid no longer exists.
-pub fn proc_state(pid: u32) -> Option<char> {
+pub(crate) fn proc_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rfind(')').and_then(|i| stat[i + 1..].trim_start().chars().next())
 }
 
 /// Gone, or a zombie (an orphan's zombie is reaped by init, not by us).
-pub fn is_dead(pid: u32) -> bool {
+pub(crate) fn is_dead(pid: u32) -> bool {
     matches!(proc_state(pid), None | Some('Z' | 'X'))
 }
 
 /// Polls `cond` every 20 ms until it holds or `limit` passes; returns whether it held.
-pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+pub(crate) async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         if cond() {
@@ -136,7 +136,7 @@ pub async fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
 }
 
 /// Reads a decimal pid written by the fixture (`--pid-file`, `--spawn-grandchild`), waiting for it to appear.
-pub async fn read_pid(path: &Path) -> u32 {
+pub(crate) async fn read_pid(path: &Path) -> u32 {
     let mut pid = None;
     let found = eventually(Duration::from_secs(10), || {
         pid = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok());
@@ -148,7 +148,7 @@ pub async fn read_pid(path: &Path) -> u32 {
 }
 
 /// SIGKILLs a pid we own in a test (cleanup of deliberately orphaned processes).
-pub fn kill_pid(pid: u32) {
+pub(crate) fn kill_pid(pid: u32) {
     let _ = std::process::Command::new("kill")
         .arg("-9")
         .arg(pid.to_string())

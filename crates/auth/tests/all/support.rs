@@ -10,24 +10,24 @@ use pimcp_config::OAuthConfig;
 use crate::fake_as::{FakeAs, FakeAsConfig};
 
 /// A redirect URI nobody listens on: direct flows read the redirect from the `Location` header instead.
-pub const REDIRECT: &str = "http://127.0.0.1:9/callback";
+pub(crate) const REDIRECT: &str = "http://127.0.0.1:9/callback";
 
-pub async fn start(config: FakeAsConfig) -> Arc<FakeAs> {
+pub(crate) async fn start(config: FakeAsConfig) -> Arc<FakeAs> {
     FakeAs::start(config).await.unwrap()
 }
 
-pub fn client(fake: &FakeAs, config: OAuthConfig) -> OAuthClient {
+pub(crate) fn client(fake: &FakeAs, config: OAuthConfig) -> OAuthClient {
     OAuthClient::new(OAuthClientOptions::new("srv", fake.mcp_url(), config)).unwrap()
 }
 
-pub fn client_with(fake: &FakeAs, options: impl FnOnce(&mut OAuthClientOptions)) -> OAuthClient {
+pub(crate) fn client_with(fake: &FakeAs, options: impl FnOnce(&mut OAuthClientOptions)) -> OAuthClient {
     let mut o = OAuthClientOptions::new("srv", fake.mcp_url(), OAuthConfig::default());
     options(&mut o);
     OAuthClient::new(o).unwrap()
 }
 
 /// Act as the browser: request the authorization URL and return where the server redirects to.
-pub async fn browse(url: &str) -> String {
+pub(crate) async fn browse(url: &str) -> String {
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -38,7 +38,7 @@ pub async fn browse(url: &str) -> String {
 }
 
 /// Start, browse, complete.
-pub async fn login(client: &OAuthClient) -> TokenRecord {
+pub(crate) async fn login(client: &OAuthClient) -> TokenRecord {
     let start = client
         .start_authorization(AuthorizationRequest {
             redirect_uri: REDIRECT.into(),
@@ -51,17 +51,17 @@ pub async fn login(client: &OAuthClient) -> TokenRecord {
 }
 
 /// Query parameters of a URL.
-pub fn query(url: &str) -> std::collections::HashMap<String, String> {
+pub(crate) fn query(url: &str) -> std::collections::HashMap<String, String> {
     url::Url::parse(url).unwrap().query_pairs().into_owned().collect()
 }
 
-pub fn sha(text: &str) -> String {
+pub(crate) fn sha(text: &str) -> String {
     use sha2::Digest as _;
     hex::encode(sha2::Sha256::digest(text.as_bytes()))
 }
 
 /// The `token_tool` example, built on first use when missing or older than the crate's sources.
-pub fn token_tool() -> PathBuf {
+pub(crate) fn token_tool() -> PathBuf {
     static TOOL: OnceLock<PathBuf> = OnceLock::new();
     TOOL.get_or_init(|| {
         let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -130,7 +130,7 @@ fn newest_mtime(paths: &[PathBuf]) -> std::time::SystemTime {
 }
 
 /// `record` as if it had been obtained an hour ago and expired in 10 s: inside the proactive refresh window.
-pub fn nearly_expired(record: &pimcp_auth::TokenRecord) -> pimcp_auth::TokenRecord {
+pub(crate) fn nearly_expired(record: &pimcp_auth::TokenRecord) -> pimcp_auth::TokenRecord {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

@@ -1,11 +1,11 @@
 //! Runs `pimcp-run` hermetically: empty environment except PATH, a temp HOME, project (the working directory) and
 //! data dir.
 
-pub use mcp_fixture::pid_alive;
+pub(crate) use mcp_fixture::pid_alive;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     pub root: tempfile::TempDir,
     pub home: PathBuf,
     pub project: PathBuf,
@@ -13,14 +13,14 @@ pub struct Sandbox {
     pub env: Vec<(String, String)>,
 }
 
-pub struct Run {
+pub(crate) struct Run {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
 }
 
 impl Run {
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|err| panic!("stdout is not JSON ({err}):\n{}", self.stdout))
     }
 }
@@ -36,7 +36,7 @@ impl std::fmt::Debug for Run {
 }
 
 impl Sandbox {
-    pub fn new() -> Sandbox {
+    pub(crate) fn new() -> Sandbox {
         let root = tempfile::tempdir().unwrap();
         let base = root.path().canonicalize().unwrap();
         let (home, project, data) = (base.join("home"), base.join("project"), base.join("data"));
@@ -51,23 +51,23 @@ impl Sandbox {
         }
     }
 
-    pub fn write(&self, path: impl AsRef<Path>, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, path: impl AsRef<Path>, text: &str) -> PathBuf {
         let path = path.as_ref().to_path_buf();
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, text).unwrap();
         path
     }
 
-    pub fn global(&self) -> PathBuf {
+    pub(crate) fn global(&self) -> PathBuf {
         self.home.join(".pi/agent/mcp.json")
     }
 
-    pub fn env(mut self, name: &str, value: &str) -> Sandbox {
+    pub(crate) fn env(mut self, name: &str, value: &str) -> Sandbox {
         self.env.push((name.into(), value.into()));
         self
     }
 
-    pub fn run(&self, args: &[&str]) -> Run {
+    pub(crate) fn run(&self, args: &[&str]) -> Run {
         self.run_with_stdin(args, "")
     }
 
@@ -89,7 +89,7 @@ impl Sandbox {
     }
 
     /// Runs `pimcp-run` with `stdin` as its standard input.
-    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+    pub(crate) fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
         use std::io::Write as _;
         let mut child = self
             .command(args)
@@ -111,7 +111,7 @@ impl Sandbox {
     /// Starts `pimcp-run ARGS` with its stderr closed (`pimcp-run 2>&-`, through `sh -c 'exec …'`: the child is
     /// pimcp-run itself), stdin and stdout piped. Used by a Linux-only test (it reads `/proc`).
     #[cfg(target_os = "linux")]
-    pub fn spawn_with_closed_stderr(&self, args: &[&str]) -> std::process::Child {
+    pub(crate) fn spawn_with_closed_stderr(&self, args: &[&str]) -> std::process::Child {
         let inner = self.command(args);
         let mut command = Command::new("sh");
         command
@@ -129,7 +129,7 @@ impl Sandbox {
 
     /// Runs `pimcp-run` with `stream` a pipe whose reader is already closed (`pimcp-run … | head -0`): every write to
     /// it fails with EPIPE. That stream of the result is empty.
-    pub fn run_with_closed_pipe(&self, args: &[&str], stream: Stream) -> Run {
+    pub(crate) fn run_with_closed_pipe(&self, args: &[&str], stream: Stream) -> Run {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
         let mut command = self.command(args);
@@ -149,7 +149,7 @@ impl Sandbox {
 
 /// One of the process's output streams.
 #[derive(Clone, Copy, Debug)]
-pub enum Stream {
+pub(crate) enum Stream {
     Stdout,
     Stderr,
 }
@@ -157,7 +157,7 @@ pub enum Stream {
 impl Sandbox {
     /// Runs `pimcp-run ARGS` on a pseudo-terminal (util-linux `script`), so stdin, stdout and stderr are all a TTY.
     /// The terminal's output (both streams) is in `stdout`.
-    pub fn run_in_terminal(&self, args: &[&str]) -> Run {
+    pub(crate) fn run_in_terminal(&self, args: &[&str]) -> Run {
         let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
         let mut line = quote(env!("CARGO_BIN_EXE_pimcp-run"));
         for arg in args {
@@ -188,7 +188,7 @@ impl Sandbox {
 }
 
 /// Polls `done` every 20 ms until it holds or `deadline` passes; returns whether it held.
-pub fn poll_until(deadline: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
+pub(crate) fn poll_until(deadline: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
     let start = std::time::Instant::now();
     loop {
         if done() {

@@ -26,7 +26,7 @@ pub(super) struct Unresolved {
 }
 
 impl Unresolved {
-    pub fn message(&self, what: &str) -> String {
+    pub(super) fn message(&self, what: &str) -> String {
         if self.shown.starts_with("`${input:") {
             format!(
                 "uses the input {}, which pimcp cannot prompt for; {what} not imported",

@@ -60,7 +60,10 @@ pub(crate) fn lead_new_group(cmd: &mut Command) {
     {
         let parent = std::process::id();
         // SAFETY: runs between fork and exec; prctl and getppid are async-signal-safe and allocate nothing.
-        #[expect(unsafe_code, reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child")]
+        #[expect(
+            unsafe_code,
+            reason = "pre_exec is the only way to arm PR_SET_PDEATHSIG in the child"
+        )]
         unsafe {
             cmd.pre_exec(move || {
                 let signal = libc::c_ulong::from(libc::SIGKILL.unsigned_abs());

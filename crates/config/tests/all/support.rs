@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use pimcp_config::{Config, ConfigProblem, EnvMap, LoadOptions, ServerConfig};
 
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     pub root: tempfile::TempDir,
     pub home: PathBuf,
     pub project: PathBuf,
@@ -13,7 +13,7 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    pub fn new() -> Sandbox {
+    pub(crate) fn new() -> Sandbox {
         let root = tempfile::tempdir().unwrap();
         let base = root.path().canonicalize().unwrap();
         let (home, project, data) = (base.join("home"), base.join("project"), base.join("data"));
@@ -30,7 +30,7 @@ impl Sandbox {
     }
 
     /// A sandbox holding a copy of `tests/fixtures/config/<name>/{home,project}`.
-    pub fn fixture(name: &str) -> Sandbox {
+    pub(crate) fn fixture(name: &str) -> Sandbox {
         let sandbox = Sandbox::new();
         let src = fixtures().join(name);
         copy_dir(&src.join("home"), &sandbox.home);
@@ -38,34 +38,34 @@ impl Sandbox {
         sandbox
     }
 
-    pub fn write(&self, path: impl AsRef<Path>, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, path: impl AsRef<Path>, text: &str) -> PathBuf {
         let path = path.as_ref().to_path_buf();
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, text).unwrap();
         path
     }
 
-    pub fn global(&self) -> PathBuf {
+    pub(crate) fn global(&self) -> PathBuf {
         self.home.join(".pi/agent/mcp.json")
     }
 
-    pub fn opts(&self) -> LoadOptions {
+    pub(crate) fn opts(&self) -> LoadOptions {
         let mut opts = LoadOptions::new(&self.home, &self.project);
         opts.data_dir = self.data.clone();
         opts.env = self.env.clone();
         opts
     }
 
-    pub fn load(&self) -> Config {
+    pub(crate) fn load(&self) -> Config {
         pimcp_config::load(&self.opts())
     }
 }
 
-pub fn fixtures() -> PathBuf {
+pub(crate) fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/config")
 }
 
-pub fn copy_dir(src: &Path, dst: &Path) {
+pub(crate) fn copy_dir(src: &Path, dst: &Path) {
     if !src.exists() {
         return;
     }
@@ -81,14 +81,14 @@ pub fn copy_dir(src: &Path, dst: &Path) {
     }
 }
 
-pub fn server<'a>(config: &'a Config, name: &str) -> &'a ServerConfig {
+pub(crate) fn server<'a>(config: &'a Config, name: &str) -> &'a ServerConfig {
     config
         .server(name)
         .unwrap_or_else(|| panic!("no server `{name}`; problems: {:#?}", config.problems))
 }
 
 /// Problems mentioning `server`.
-pub fn problems_of<'a>(config: &'a Config, server: &str) -> Vec<&'a ConfigProblem> {
+pub(crate) fn problems_of<'a>(config: &'a Config, server: &str) -> Vec<&'a ConfigProblem> {
     config
         .problems
         .iter()
@@ -97,7 +97,7 @@ pub fn problems_of<'a>(config: &'a Config, server: &str) -> Vec<&'a ConfigProble
 }
 
 /// Every problem rendered, for "never contains the value" checks.
-pub fn all_text(config: &Config) -> String {
+pub(crate) fn all_text(config: &Config) -> String {
     let mut text: Vec<String> = config.problems.iter().map(ToString::to_string).collect();
     text.push(format!("{config:?}"));
     text.join("\n")

@@ -20,9 +20,9 @@ pub const CATEGORY_META_KEY: &str = "pimcp/category";
 /// Characters of server instructions shown in a list.
 pub const INSTRUCTIONS_PREVIEW_CHARS: usize = 300;
 /// Characters of a tool description in list lines.
-pub const LIST_DESCRIPTION_CHARS: usize = 80;
+pub(crate) const LIST_DESCRIPTION_CHARS: usize = 80;
 /// Characters of a tool description in search results.
-pub const SEARCH_DESCRIPTION_CHARS: usize = 160;
+pub(crate) const SEARCH_DESCRIPTION_CHARS: usize = 160;
 
 /// `1 tool`, `2 tools`.
 pub fn plural(n: usize, one: &str, many: &str) -> String {

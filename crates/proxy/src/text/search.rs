@@ -79,7 +79,7 @@ pub fn search_text(query: &SearchQuery, page: &SearchPage<'_>, skipped: &[Skippe
 
 /// Up to this many servers a search names each one it did not search, with its reason; beyond, it groups them by
 /// reason and names at most this many per reason.
-pub const MAX_LISTED_SKIPPED: usize = 20;
+pub(super) const MAX_LISTED_SKIPPED: usize = 20;
 
 fn skipped_list(skipped: &[SkippedServer]) -> String {
     if skipped.len() <= MAX_LISTED_SKIPPED {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use mcp_fixture::read_event_log as events;
+pub(crate) use mcp_fixture::read_event_log as events;
 use pimcp_actors::{Runtime, RuntimeOptions, Tuning};
 use pimcp_config::{Config, LoadOptions, Severity};
 use pimcp_proxy::{CallContext, HostBridge, Proxy, ProxyOptions, ProxyResponse, ProxyServer};
@@ -21,19 +21,19 @@ use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-pub const DEADLINE: Duration = Duration::from_secs(30);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(30);
 
-pub fn fixture() -> String {
+pub(crate) fn fixture() -> String {
     mcp_fixture::bin_path().to_string_lossy().into_owned()
 }
 
 /// A stdio fixture server entry with extra flags.
-pub fn stdio(args: &[&str]) -> Value {
+pub(crate) fn stdio(args: &[&str]) -> Value {
     json!({ "command": fixture(), "args": args })
 }
 
 /// Short timings so recovery shows up quickly in tests.
-pub fn tuning() -> Tuning {
+pub(crate) fn tuning() -> Tuning {
     Tuning {
         connect_backoff_min: Duration::from_millis(50),
         connect_backoff_max: Duration::from_millis(400),
@@ -42,7 +42,7 @@ pub fn tuning() -> Tuning {
     }
 }
 
-pub fn load(config: &Value, dir: &Path) -> Config {
+pub(crate) fn load(config: &Value, dir: &Path) -> Config {
     let cfg = pimcp_config::load_in_memory(config, &LoadOptions::new(dir.join("home"), dir));
     let errors: Vec<_> = cfg.problems.iter().filter(|p| p.severity == Severity::Error).collect();
     assert!(errors.is_empty(), "config problems: {errors:?}");
@@ -50,7 +50,7 @@ pub fn load(config: &Value, dir: &Path) -> Config {
 }
 
 /// A runtime and proxy over `config`, with the host bridge installed (as `pimcp-run` does).
-pub struct Env {
+pub(crate) struct Env {
     pub dir: Arc<tempfile::TempDir>,
     pub runtime: Option<Runtime>,
     pub proxy: Proxy,
@@ -59,16 +59,16 @@ pub struct Env {
 }
 
 impl Env {
-    pub fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
     /// A `ProxyServer` over this env's proxy and bridge.
-    pub fn server(&self) -> ProxyServer {
+    pub(crate) fn server(&self) -> ProxyServer {
         ProxyServer::new(self.proxy.clone(), self.bridge.clone())
     }
 
-    pub async fn call(&self, tool: &str, args: Value) -> ProxyResponse {
+    pub(crate) async fn call(&self, tool: &str, args: Value) -> ProxyResponse {
         self.proxy
             .call(
                 tool,
@@ -80,13 +80,13 @@ impl Env {
     }
 
     /// Runs the `mcp` tool with these arguments.
-    pub async fn mcp(&self, arguments: Value) -> ProxyResponse {
+    pub(crate) async fn mcp(&self, arguments: Value) -> ProxyResponse {
         self.proxy
             .handle_arguments(Some(&arguments), &CallContext::default())
             .await
     }
 
-    pub async fn shutdown(mut self) {
+    pub(crate) async fn shutdown(mut self) {
         if let Some(rt) = self.runtime.take() {
             rt.shutdown(Duration::from_secs(5)).await;
         }
@@ -94,17 +94,17 @@ impl Env {
 }
 
 /// `config` is the JSON of an mcp.json; `{dir}` in any string is replaced by the temp dir.
-pub async fn start(config: Value) -> Env {
+pub(crate) async fn start(config: Value) -> Env {
     start_in(Arc::new(tempfile::tempdir().unwrap()), config).await
 }
 
 /// [`start`] in an existing directory (a second run sees the first run's metadata cache).
-pub async fn start_in(dir: Arc<tempfile::TempDir>, config: Value) -> Env {
+pub(crate) async fn start_in(dir: Arc<tempfile::TempDir>, config: Value) -> Env {
     start_env(dir, config, &[]).await
 }
 
 /// [`start_in`] with these environment variables visible to the config loader (`MCP_DIRECT_TOOLS`, …).
-pub async fn start_env(dir: Arc<tempfile::TempDir>, config: Value, env: &[(&str, &str)]) -> Env {
+pub(crate) async fn start_env(dir: Arc<tempfile::TempDir>, config: Value, env: &[(&str, &str)]) -> Env {
     let text = config.to_string().replace("{dir}", &dir.path().to_string_lossy());
     let config: Value = serde_json::from_str(&text).unwrap();
     let mut options = LoadOptions::new(dir.path().join("home"), dir.path());
@@ -141,7 +141,7 @@ pub async fn start_env(dir: Arc<tempfile::TempDir>, config: Value, env: &[(&str,
 }
 
 /// Polls `f` every 20 ms until it is true; panics naming `what` after `deadline`.
-pub async fn wait_until(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
+pub(crate) async fn wait_until(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + deadline;
     loop {
         if f() {
@@ -152,7 +152,7 @@ pub async fn wait_until(what: &str, deadline: Duration, mut f: impl FnMut() -> b
     }
 }
 
-pub fn count_events(path: &Path, name: &str, tool: Option<&str>) -> usize {
+pub(crate) fn count_events(path: &Path, name: &str, tool: Option<&str>) -> usize {
     events(path)
         .iter()
         .filter(|e| e["event"] == name && tool.is_none_or(|t| e["name"] == t))
@@ -160,7 +160,7 @@ pub fn count_events(path: &Path, name: &str, tool: Option<&str>) -> usize {
 }
 
 /// The text of a tool result.
-pub fn text_of(result: &CallToolResult) -> String {
+pub(crate) fn text_of(result: &CallToolResult) -> String {
     result
         .content
         .iter()
@@ -170,7 +170,7 @@ pub fn text_of(result: &CallToolResult) -> String {
 }
 
 /// The `_meta` category of an error result.
-pub fn category_of(result: &CallToolResult) -> Option<String> {
+pub(crate) fn category_of(result: &CallToolResult) -> Option<String> {
     result
         .meta
         .as_ref()
@@ -180,7 +180,7 @@ pub fn category_of(result: &CallToolResult) -> Option<String> {
 }
 
 /// Asserts an error response with `category` (in `_meta`, in the text's last line and in `ProxyResponse`).
-pub fn assert_error(r: &ProxyResponse, category: &str) {
+pub(crate) fn assert_error(r: &ProxyResponse, category: &str) {
     assert!(r.is_error(), "expected an error, got {:?}", r.text());
     assert_eq!(r.category.map(|c| c.as_str()), Some(category), "{}", r.text());
     assert_eq!(category_of(&r.result).as_deref(), Some(category));
@@ -191,13 +191,13 @@ pub fn assert_error(r: &ProxyResponse, category: &str) {
     );
 }
 
-pub fn assert_ok(r: &ProxyResponse) {
+pub(crate) fn assert_ok(r: &ProxyResponse) {
     assert!(!r.is_error(), "expected success, got {:?}", r.text());
 }
 
 /// What the test host records.
 #[derive(Default)]
-pub struct Probe {
+pub(crate) struct Probe {
     pub tools_changed: AtomicUsize,
     pub prompts_changed: AtomicUsize,
     pub resources_changed: AtomicUsize,
@@ -213,21 +213,21 @@ pub struct Probe {
 }
 
 impl Probe {
-    pub fn n(counter: &AtomicUsize) -> usize {
+    pub(crate) fn n(counter: &AtomicUsize) -> usize {
         counter.load(Ordering::SeqCst)
     }
 }
 
 /// An rmcp client playing the host, declaring the capabilities a test asks for.
 #[derive(Clone)]
-pub struct TestHost {
+pub(crate) struct TestHost {
     pub caps: ClientCapabilities,
     pub version: ProtocolVersion,
     pub probe: Arc<Probe>,
 }
 
 impl TestHost {
-    pub fn plain() -> TestHost {
+    pub(crate) fn plain() -> TestHost {
         TestHost {
             caps: ClientCapabilities::default(),
             version: ProtocolVersion::V_2025_11_25,
@@ -236,7 +236,7 @@ impl TestHost {
     }
 
     /// Declares sampling, elicitation and roots.
-    pub fn capable() -> TestHost {
+    pub(crate) fn capable() -> TestHost {
         TestHost {
             caps: ClientCapabilities::builder()
                 .enable_roots()
@@ -323,7 +323,7 @@ impl ClientHandler for TestHost {
 }
 
 /// A host connected in-process to a `ProxyServer`.
-pub struct Session {
+pub(crate) struct Session {
     pub client: RunningService<RoleClient, TestHost>,
     /// The server this host is connected to.
     pub server: ProxyServer,
@@ -333,17 +333,17 @@ pub struct Session {
 
 impl Session {
     /// Calls a tool on pimcp-run (the `mcp` tool or a direct tool).
-    pub async fn call(&self, name: &str, arguments: Value) -> CallToolResult {
+    pub(crate) async fn call(&self, name: &str, arguments: Value) -> CallToolResult {
         let mut params = CallToolRequestParams::new(name.to_owned());
         params.arguments = arguments.as_object().cloned();
         self.client.call_tool(params).await.unwrap()
     }
 
-    pub async fn mcp(&self, arguments: Value) -> CallToolResult {
+    pub(crate) async fn mcp(&self, arguments: Value) -> CallToolResult {
         self.call("mcp", arguments).await
     }
 
-    pub async fn tool_names(&self) -> Vec<String> {
+    pub(crate) async fn tool_names(&self) -> Vec<String> {
         self.client
             .list_all_tools()
             .await
@@ -356,7 +356,7 @@ impl Session {
 
 /// Connects `host` to `server` over an in-memory duplex pipe, served as `pimcp-run` serves its stdio
 /// ([`pimcp_proxy::serve_lines`], rmcp's byte-stream transport).
-pub async fn connect(server: ProxyServer, host: TestHost) -> Session {
+pub(crate) async fn connect(server: ProxyServer, host: TestHost) -> Session {
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     let (read, write) = tokio::io::split(server_io);
     let served = tokio::spawn(pimcp_proxy::serve_lines(
