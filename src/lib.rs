@@ -52,16 +52,30 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use pimcp_actors::{
-    ApprovalDecision, ApprovalHandler, ApprovalKind, ApprovalRequest, ElicitationHandler, GuardianMode, RootsProvider,
-    RuntimeEvent, SamplingHandler, ServerState, ServerStatus, ShutdownReport, StatusSnapshot,
-    guardian_main_if_requested,
+    ApprovalDecision, ApprovalHandler, ApprovalKind, ApprovalRequest, ElicitationHandler, ErrorCategory, GuardianMode,
+    MetadataSource, RootsProvider, RuntimeEvent, SamplingHandler, ServerLogMessage, ServerState, ServerStatus,
+    ShutdownReport, StatusSnapshot, ToolSchema, guardian_main_if_requested,
 };
-/// The configuration model (`mcp.json`'s shape, [`config::Config`]) and its loader.
-pub use pimcp_config as config;
+/// The configuration model (`mcp.json`'s shape, [`config::Config`]) and its loader. Editing configuration files
+/// and trusting projects are `pimcp-run`'s (`pimcp-config`), not a host's.
+pub mod config {
+    pub use pimcp_config::imports::Os;
+    pub use pimcp_config::{
+        ApproveTools, AuthConfig, Availability, Config, ConfigProblem, DirectTools, EnvMap, Error, HostConfigDiscovery,
+        HttpTransport, IdentityAssertionConfig, Lifecycle, LoadOptions, OAuthConfig, OAuthGrant, Origin, OutputGuard,
+        ProtocolMode, Result, ScriptLimits, Secret, SecretValue, ServerConfig, Settings, Severity, SocketTransport,
+        SourceFile, SourceKind, StdioTransport, Timeouts, TokenStoreKind, ToolPrefix, TraceSettings, Transport,
+        json_schema, load, load_in_memory,
+    };
+}
 pub use pimcp_config::ScriptLimits;
 pub use pimcp_proxy::{
-    Category, ProxyError, ProxyResponse, ScriptCall, ScriptError, ScriptOutcome, SearchOutcome, ToolInfo,
+    Category, GuardReport, MatchKind, ProxyError, ProxyResponse, ScriptCall, ScriptError, ScriptOutcome, SearchOutcome,
+    SearchResultHit, SkippedServer, ToolDoc, ToolInfo,
 };
+/// The MCP types the handler traits and results use ([`SamplingHandler`], [`ElicitationHandler`],
+/// [`ProxyResponse::result`]), from the same `rmcp` pimcp speaks the protocol with.
+pub use rmcp;
 
 /// How long [`Pimcp::shutdown`] gives the servers to close before they are killed.
 pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(10);

@@ -250,3 +250,121 @@ fn the_os_layer_check_finds_an_ungated_call() -> anyhow::Result<()> {
     assert!(found[0].ends_with("lib.rs:2"), "{found:?}");
     Ok(())
 }
+
+/// The public surface of the `pimcp` crate, one line per item, read from `src/lib.rs`: re-exports by path, the
+/// facade's own types, constants and functions with their signatures, and the public methods of its types.
+fn public_api(source: &str) -> anyhow::Result<Vec<String>> {
+    use quote::ToTokens;
+    fn uses(tree: &syn::UseTree, prefix: &str, out: &mut Vec<String>) {
+        match tree {
+            syn::UseTree::Path(p) => uses(&p.tree, &format!("{prefix}{}::", p.ident), out),
+            syn::UseTree::Name(n) => out.push(format!("{prefix}{}", n.ident)),
+            syn::UseTree::Rename(r) => out.push(format!("{prefix}{} as {}", r.ident, r.rename)),
+            syn::UseTree::Glob(_) => out.push(format!("{prefix}*")),
+            syn::UseTree::Group(g) => g.items.iter().for_each(|t| uses(t, prefix, out)),
+        }
+    }
+    fn items(list: &[syn::Item], module: &str, out: &mut Vec<String>) {
+        let public = |v: &syn::Visibility| matches!(v, syn::Visibility::Public(_));
+        let flat = |t: &dyn ToTokens| t.to_token_stream().to_string();
+        for item in list {
+            match item {
+                syn::Item::Use(u) if public(&u.vis) => {
+                    let mut paths = Vec::new();
+                    uses(&u.tree, "", &mut paths);
+                    let scope = if module.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{}: ", module.trim_end_matches("::"))
+                    };
+                    out.extend(paths.into_iter().map(|p| format!("{scope}pub use {p}")));
+                }
+                syn::Item::Mod(m) if public(&m.vis) => {
+                    if let Some((_, inner)) = &m.content {
+                        items(inner, &format!("{module}{}::", m.ident), out);
+                    }
+                }
+                syn::Item::Fn(f) if public(&f.vis) => out.push(format!("{module}{}", flat(&f.sig))),
+                syn::Item::Const(c) if public(&c.vis) => {
+                    out.push(format!("{module}const {}: {}", c.ident, flat(&c.ty)))
+                }
+                syn::Item::Struct(s) if public(&s.vis) => {
+                    out.push(format!("{module}struct {}", s.ident));
+                    for field in s.fields.iter().filter(|f| public(&f.vis)) {
+                        let name = field.ident.as_ref().map(ToString::to_string).unwrap_or_default();
+                        out.push(format!("{module}{}.{name}: {}", s.ident, flat(&field.ty)));
+                    }
+                }
+                syn::Item::Enum(e) if public(&e.vis) => {
+                    out.push(format!("{module}enum {}", e.ident));
+                    for variant in &e.variants {
+                        let types: Vec<String> = variant.fields.iter().map(|f| flat(&f.ty)).collect();
+                        let fields = if types.is_empty() {
+                            String::new()
+                        } else {
+                            format!("({})", types.join(", "))
+                        };
+                        out.push(format!("{module}{}::{}{fields}", e.ident, variant.ident));
+                    }
+                }
+                syn::Item::Impl(i) if i.trait_.is_none() => {
+                    let ty = flat(&i.self_ty);
+                    for inner in &i.items {
+                        if let syn::ImplItem::Fn(f) = inner
+                            && public(&f.vis)
+                        {
+                            out.push(format!("{module}impl {ty}: {}", flat(&f.sig)));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let file = syn::parse_file(source)?;
+    let mut out = Vec::new();
+    items(&file.items, "", &mut out);
+    Ok(out)
+}
+
+/// The public API of `pimcp` is the checked-in `tests/public_api.txt`: a change to the boundary is a reviewed diff of
+/// that file. `PIMCP_BLESS=1` rewrites it.
+#[test]
+fn the_public_api_is_the_snapshot() -> anyhow::Result<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let api = public_api(&std::fs::read_to_string(root.join("src/lib.rs"))?)?.join("\n") + "\n";
+    let snapshot = root.join("tests/public_api.txt");
+    if std::env::var_os("PIMCP_BLESS").is_some() {
+        std::fs::write(&snapshot, &api)?;
+    }
+    let expected = std::fs::read_to_string(&snapshot)?;
+    let (now, then): (Vec<&str>, Vec<&str>) = (api.lines().collect(), expected.lines().collect());
+    let added: Vec<&&str> = now.iter().filter(|l| !then.contains(l)).collect();
+    let removed: Vec<&&str> = then.iter().filter(|l| !now.contains(l)).collect();
+    assert!(
+        added.is_empty() && removed.is_empty(),
+        "the public API of pimcp changed; if that is intended, run with PIMCP_BLESS=1 and review the diff of \
+         tests/public_api.txt\nadded: {added:#?}\nremoved: {removed:#?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn the_public_api_lists_items_signatures_and_fields() -> anyhow::Result<()> {
+    let api = public_api(
+        "pub use a::{B, c::D as E};\npub struct S { pub x: u32, y: u8 }\nstruct Hidden;\n\
+         impl S { pub fn new(x: u32) -> S { S { x, y: 0 } } fn private(&self) {} }\npub mod m { pub const N: usize = 1; }",
+    )?;
+    assert_eq!(
+        api,
+        [
+            "pub use a::B",
+            "pub use a::c::D as E",
+            "struct S",
+            "S.x: u32",
+            "impl S: fn new (x : u32) -> S",
+            "m::const N: usize",
+        ]
+    );
+    Ok(())
+}

@@ -20,6 +20,7 @@ use crate::schema::ToolSchema;
 /// keeps rmcp's shape), with the schemas as [`ToolSchema`] so that cached ones stay unparsed until needed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ToolInfo {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "shared_str")]

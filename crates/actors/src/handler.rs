@@ -54,6 +54,7 @@ pub trait RootsProvider: Send + Sync + 'static {
 
 /// What the host decided about a gated call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ApprovalDecision {
     AllowOnce,
     AllowForSession,
@@ -64,6 +65,7 @@ pub enum ApprovalDecision {
 
 /// What an [`ApprovalRequest`] asks to allow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ApprovalKind {
     /// A tool call `approveTools` gates.
     #[default]
@@ -75,6 +77,7 @@ pub enum ApprovalKind {
 
 /// A call (or a server's sampling request) waiting for approval.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ApprovalRequest {
     pub server: String,
     /// The exposed name.
@@ -83,6 +86,24 @@ pub struct ApprovalRequest {
     pub original: String,
     pub arguments: Option<JsonObject>,
     pub kind: ApprovalKind,
+}
+
+impl ApprovalRequest {
+    /// A call of `tool` (exposed name; `original` upstream) on `server` with `arguments`.
+    pub fn tool_call(
+        server: impl Into<String>,
+        tool: impl Into<String>,
+        original: impl Into<String>,
+        arguments: Option<JsonObject>,
+    ) -> ApprovalRequest {
+        ApprovalRequest {
+            server: server.into(),
+            tool: tool.into(),
+            original: original.into(),
+            arguments,
+            kind: ApprovalKind::ToolCall,
+        }
+    }
 }
 
 /// The method a sampling approval names as its `tool`.

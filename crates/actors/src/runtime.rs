@@ -64,10 +64,17 @@ impl RuntimeOptions {
 
 /// How a shutdown went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShutdownReport {
     /// Every server closed gracefully within the bound (otherwise the rest were killed).
     pub graceful: bool,
     pub elapsed: Duration,
+}
+
+impl ShutdownReport {
+    pub fn new(graceful: bool, elapsed: Duration) -> ShutdownReport {
+        ShutdownReport { graceful, elapsed }
+    }
 }
 
 /// A cheap, cloneable handle to a running runtime.

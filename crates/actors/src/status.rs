@@ -15,6 +15,7 @@ use crate::error::ErrorCategory;
 /// A server's lifecycle state. Transitions happen only inside its ServerActor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum ServerState {
     /// `enabled: false` / `disabled: true`, or disabled at run time.
     Disabled,
@@ -77,6 +78,7 @@ mod epoch_millis {
 /// One server's line in the status snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ServerStatus {
     pub name: String,
     #[serde(flatten)]
@@ -143,6 +145,7 @@ impl ServerStatus {
 /// The versioned snapshot returned by `status()` and `pimcp-run status --json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct StatusSnapshot {
     /// `pimcp/status/v1`.
     pub schema: String,
@@ -154,6 +157,16 @@ pub struct StatusSnapshot {
 impl StatusSnapshot {
     pub const SCHEMA: &'static str = "pimcp/status/v1";
 
+    /// A snapshot taken at `taken_at_ms` (epoch ms) of `servers`, sorted here by name.
+    pub fn new(taken_at_ms: u64, mut servers: Vec<ServerStatus>) -> StatusSnapshot {
+        servers.sort_by(|a, b| a.name.cmp(&b.name));
+        StatusSnapshot {
+            schema: StatusSnapshot::SCHEMA.into(),
+            taken_at_ms,
+            servers,
+        }
+    }
+
     pub fn server(&self, name: &str) -> Option<&ServerStatus> {
         self.servers.iter().find(|s| s.name == name)
     }
@@ -162,6 +175,7 @@ impl StatusSnapshot {
 /// Something a host may want to react to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum RuntimeEvent {
     /// A server changed state.
     State {

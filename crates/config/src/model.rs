@@ -347,6 +347,7 @@ impl OutputGuard {
 
 /// `scriptMode`: the limits of one `mcpScript` run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ScriptLimits {
     /// Wall time, from start to result, tool calls included.
     pub timeout: Duration,
@@ -365,6 +366,26 @@ impl ScriptLimits {
         max_calls: 50,
         max_in_flight: 8,
     };
+
+    /// These limits with another wall time.
+    pub const fn with_timeout(self, timeout: Duration) -> ScriptLimits {
+        ScriptLimits { timeout, ..self }
+    }
+
+    /// These limits with another heap size.
+    pub const fn with_memory_bytes(self, memory_bytes: usize) -> ScriptLimits {
+        ScriptLimits { memory_bytes, ..self }
+    }
+
+    /// These limits with another number of tool calls per script.
+    pub const fn with_max_calls(self, max_calls: u32) -> ScriptLimits {
+        ScriptLimits { max_calls, ..self }
+    }
+
+    /// These limits with another number of tool calls in flight at once.
+    pub const fn with_max_in_flight(self, max_in_flight: usize) -> ScriptLimits {
+        ScriptLimits { max_in_flight, ..self }
+    }
 }
 
 /// `settings.trace`.

@@ -370,15 +370,16 @@ fn catalog(n_tools: usize, n_servers: usize, seed: u64, lexicon: &[String]) -> V
             } else {
                 Vec::new()
             };
-            docs.push(ToolDoc {
-                name: format!("{server}_{original}"),
-                original_name: original,
-                server: server.clone(),
+            let input_schema = doc_schema(schema(&mut rng, noun));
+            let mut doc = ToolDoc::new(
+                format!("{server}_{original}"),
+                original,
+                server.clone(),
                 description,
-                keywords,
-                input_schema: doc_schema(schema(&mut rng, noun)),
-                needs_approval: false,
-            });
+                input_schema,
+            );
+            doc.keywords = keywords;
+            docs.push(doc);
         }
     }
     if n_tools >= 20 {
@@ -388,15 +389,14 @@ fn catalog(n_tools: usize, n_servers: usize, seed: u64, lexicon: &[String]) -> V
             ("搜索文档", "在知识库中搜索文档和页面"),
             ("ページ作成", "新しいページを作成します"),
         ] {
-            docs.push(ToolDoc {
-                name: format!("wiki_{name}"),
-                original_name: name.to_string(),
-                server: "wiki".to_string(),
-                description: description.to_string(),
-                keywords: Vec::new(),
-                input_schema: doc_schema(json!({"type": "object", "properties": {"q": {"type": "string"}}})),
-                needs_approval: false,
-            });
+            let input_schema = doc_schema(json!({"type": "object", "properties": {"q": {"type": "string"}}}));
+            docs.push(ToolDoc::new(
+                format!("wiki_{name}"),
+                name,
+                "wiki",
+                description,
+                input_schema,
+            ));
         }
     }
     docs

@@ -117,13 +117,12 @@ mod tests {
     #[test]
     fn the_prompt_names_server_tool_and_a_bounded_preview() {
         let long = "x".repeat(2000);
-        let request = ApprovalRequest {
-            server: "fs".into(),
-            tool: "fs_delete".into(),
-            original: "delete".into(),
-            arguments: json!({ "path": long }).as_object().cloned(),
-            kind: pimcp_actors::ApprovalKind::ToolCall,
-        };
+        let request = ApprovalRequest::tool_call(
+            "fs",
+            "fs_delete",
+            "delete",
+            json!({ "path": long }).as_object().cloned(),
+        );
         let ElicitRequestParams::FormElicitationParams {
             message,
             requested_schema,

@@ -186,6 +186,7 @@ impl SpillDir {
 
 /// What the guard did, for logs and result metadata.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GuardReport {
     pub truncated: bool,
     pub original_bytes: usize,

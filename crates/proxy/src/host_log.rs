@@ -162,6 +162,8 @@ fn state_notice(server: &str, state: &ServerState, reason: Option<&str>) -> (Log
         ServerState::Disabled => LoggingLevel::Notice,
         ServerState::Backoff { .. } | ServerState::NeedsAuth | ServerState::Untrusted => LoggingLevel::Warning,
         ServerState::Failed { .. } | ServerState::ConfigError => LoggingLevel::Error,
+        // `ServerState` is `#[non_exhaustive]` for hosts; a state added later is told at info level.
+        _ => LoggingLevel::Info,
     };
     let mut data = serde_json::json!({
         "event": "server-state",

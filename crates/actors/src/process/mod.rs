@@ -65,6 +65,7 @@ pub const MINIMAL_ENV: &[&str] = crate::sys::MINIMAL_ENV;
 
 /// Which executable serves as the runtime's guardian (see `process::guardian`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum GuardianMode {
     /// `PIMCP_GUARDIAN`, else `pimcp-guardian` next to the current executable (or in its parent directory, which
     /// covers test binaries in `target/*/deps`), else none (a warning is logged once).

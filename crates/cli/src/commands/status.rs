@@ -85,6 +85,8 @@ pub(crate) fn state_mark(state: &ServerState) -> (&'static str, Option<Colour>) 
         ServerState::Failed { .. } | ServerState::ConfigError => ("✗", Some(Colour::Red)),
         ServerState::Untrusted => ("⊗", Some(Colour::Yellow)),
         ServerState::Disabled => ("⊘", Some(Colour::Dim)),
+        // `ServerState` is `#[non_exhaustive]`; a state added later shows as in progress.
+        _ => ("◌", None),
     }
 }
 
@@ -219,11 +221,7 @@ mod tests {
         let mut files = status("files", ServerState::Cached);
         files.description = Some(format!("Read and write files\nunder the project {}", "x".repeat(100)));
         let plain = status("plain", ServerState::Cached);
-        let snapshot = StatusSnapshot {
-            schema: StatusSnapshot::SCHEMA.into(),
-            taken_at_ms: 0,
-            servers: vec![files, plain],
-        };
+        let snapshot = StatusSnapshot::new(0, vec![files, plain]);
         let text = render(&snapshot, Style { colour: false }, UNIX_EPOCH);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].ends_with("DESCRIPTION"), "{text}");
@@ -246,11 +244,7 @@ mod tests {
                 reason: "exited with code 2 at start".into(),
             },
         );
-        let snapshot = StatusSnapshot {
-            schema: StatusSnapshot::SCHEMA.into(),
-            taken_at_ms: 0,
-            servers: vec![failed, ready, cached],
-        };
+        let snapshot = StatusSnapshot::new(0, vec![failed, ready, cached]);
         let now = UNIX_EPOCH + Duration::from_secs(13);
         let text = render(&snapshot, Style { colour: false }, now);
         let lines: Vec<&str> = text.lines().collect();
@@ -277,11 +271,7 @@ mod tests {
 
     #[test]
     fn no_servers_says_how_to_add_one() {
-        let snapshot = StatusSnapshot {
-            schema: StatusSnapshot::SCHEMA.into(),
-            taken_at_ms: 0,
-            servers: vec![],
-        };
+        let snapshot = StatusSnapshot::new(0, vec![]);
         assert!(render(&snapshot, Style { colour: false }, SystemTime::now()).contains("pimcp-run add NAME"));
     }
 }

@@ -154,6 +154,8 @@ fn describe(event: &RuntimeEvent, snapshot: &StatusSnapshot, view: View, now: Sy
             }
             format!("{} catalog: {}\n", timestamp(now), counts.join(", "))
         }
+        // `RuntimeEvent` is `#[non_exhaustive]`; events added later are in the JSON view only.
+        _ => String::new(),
     })
 }
 
@@ -269,11 +271,7 @@ mod tests {
 
     #[test]
     fn json_events_carry_their_time() {
-        let snapshot = StatusSnapshot {
-            schema: StatusSnapshot::SCHEMA.into(),
-            taken_at_ms: 0,
-            servers: vec![],
-        };
+        let snapshot = StatusSnapshot::new(0, vec![]);
         let event = RuntimeEvent::State {
             server: "fx".into(),
             state: ServerState::Ready,
@@ -295,11 +293,7 @@ mod tests {
 
     #[test]
     fn a_screen_frame_clears_and_draws_the_table() {
-        let snapshot = StatusSnapshot {
-            schema: StatusSnapshot::SCHEMA.into(),
-            taken_at_ms: 0,
-            servers: vec![],
-        };
+        let snapshot = StatusSnapshot::new(0, vec![]);
         let frame = screen(&snapshot, Style { colour: false }, at(3_600));
         assert!(
             frame.starts_with("\x1b[H\x1b[2Jpimcp-run status --watch · 01:00:00 UTC"),

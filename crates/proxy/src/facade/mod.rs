@@ -61,6 +61,7 @@ pub struct CallContext {
 
 /// What one `mcp` call (or direct-tool call) returns to the host.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ProxyResponse {
     /// The tool result exactly as sent to the host (`isError` and `_meta["pimcp/category"]` set on errors).
     pub result: CallToolResult,
@@ -126,6 +127,7 @@ impl ServerListing {
 
 /// One tool in full, as `mcp({describe})` shows it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ToolInfo {
     pub doc: ToolDoc,
     pub title: Option<String>,
@@ -147,6 +149,7 @@ impl ToolInfo {
 
 /// One search result, owned.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SearchResultHit {
     pub doc: ToolDoc,
     pub score: u32,
@@ -155,6 +158,7 @@ pub struct SearchResultHit {
 
 /// A page of search results with the servers that were not searched, owned (the CLI formats it its own way).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SearchOutcome {
     pub hits: Vec<SearchResultHit>,
     /// Matches on all pages.

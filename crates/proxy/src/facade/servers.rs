@@ -193,6 +193,8 @@ pub(super) fn state_of(s: &ServerStatus, sc: Option<&ServerCatalog>, now: System
         },
         RuntimeState::Untrusted => ServerState::Untrusted,
         RuntimeState::ConfigError => ServerState::ConfigError,
+        // `ServerState` is `#[non_exhaustive]` for hosts; a state the texts do not know yet reads as connecting.
+        _ => ServerState::Connecting,
     }
 }
 

@@ -373,10 +373,7 @@ mod tests {
     use super::*;
 
     fn limits() -> ScriptLimits {
-        ScriptLimits {
-            max_in_flight: 3,
-            ..ScriptLimits::DEFAULT
-        }
+        ScriptLimits::DEFAULT.with_max_in_flight(3)
     }
 
     async fn run_on_blocking(code: &'static str, host: Host, cancel: CancellationToken) -> ScriptOutcome {

@@ -127,6 +127,7 @@ const LEVEL_SUBSTRING: u8 = 1;
 
 /// One searchable tool, as the catalog knows it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ToolDoc {
     /// Exposed (prefixed) name, e.g. `github_create_issue`.
     pub name: String,
@@ -145,6 +146,25 @@ pub struct ToolDoc {
 }
 
 impl ToolDoc {
+    /// A tool without `searchKeywords` or approval; set those fields after when needed.
+    pub fn new(
+        name: impl Into<String>,
+        original_name: impl Into<String>,
+        server: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: ToolSchema,
+    ) -> ToolDoc {
+        ToolDoc {
+            name: name.into(),
+            original_name: original_name.into(),
+            server: server.into(),
+            description: description.into(),
+            keywords: Vec::new(),
+            input_schema,
+            needs_approval: false,
+        }
+    }
+
     /// The input schema as a JSON value; `{}` ("no parameters") when a cached schema is unusable, which `describe`
     /// reports on its own.
     pub fn input_schema_value(&self) -> Value {

@@ -143,7 +143,7 @@ pub(crate) async fn shutdown_runtime(
         _ = signals.immediate.cancelled(), if !immediate => {
             // The graceful close is under way; the runtime's guardian kills what is left when the process exits.
             tracing::warn!("second signal during shutdown: not waiting for the servers to close");
-            ShutdownReport { graceful: false, elapsed: Duration::ZERO }
+            ShutdownReport::new(false, Duration::ZERO)
         }
     };
     tracing::info!(

@@ -89,6 +89,7 @@ pub fn text_result(text: impl Into<String>) -> CallToolResult {
 
 /// An error the proxy returns as a tool result: the message, optional hint lines, then `category: <category>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ProxyError {
     pub category: Category,
     pub message: String,

@@ -24,10 +24,7 @@ async fn run_with(env: &Env, code: &str, limits: ScriptLimits) -> ScriptOutcome 
 }
 
 fn short(timeout_ms: u64) -> ScriptLimits {
-    ScriptLimits {
-        timeout: Duration::from_millis(timeout_ms),
-        ..ScriptLimits::DEFAULT
-    }
+    ScriptLimits::DEFAULT.with_timeout(Duration::from_millis(timeout_ms))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,10 +125,7 @@ async fn every_limit_ends_the_script_with_its_own_error_and_nothing_else() {
         );
     }
     // Memory.
-    let limits = ScriptLimits {
-        memory_bytes: 16 << 20,
-        ..ScriptLimits::DEFAULT
-    };
+    let limits = ScriptLimits::DEFAULT.with_memory_bytes(16 << 20);
     let outcome = run_with(
         &env,
         "const a = []; while (true) a.push(new Array(100000).fill(7));",
@@ -145,10 +139,7 @@ async fn every_limit_ends_the_script_with_its_own_error_and_nothing_else() {
     let outcome = run(&env, "const f = n => f(n + 1) + 1; return f(0);").await;
     assert_eq!(outcome.value, Err(ScriptError::Stack));
     // Calls per script.
-    let limits = ScriptLimits {
-        max_calls: 3,
-        ..ScriptLimits::DEFAULT
-    };
+    let limits = ScriptLimits::DEFAULT.with_max_calls(3);
     let outcome = run_with(
         &env,
         r#"
