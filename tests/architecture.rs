@@ -150,6 +150,57 @@ fn every_rust_file_opens_with_a_module_doc() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Longest a file that is not a test may be: past it, a file holds more than one job.
+const MAX_FILE_LINES: usize = 700;
+
+/// Rust files of the workspace that are not tests (not under a `tests/` directory, not `tests.rs` or `*_tests.rs`)
+/// and are longer than `max` lines.
+fn long_files(root: &std::path::Path, max: usize) -> anyhow::Result<Vec<String>> {
+    let mut long = Vec::new();
+    let mut stack: Vec<_> = ["crates", "src", "examples"]
+        .map(|d| root.join(d))
+        .into_iter()
+        .filter(|d| d.is_dir())
+        .collect();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            if path.is_dir() {
+                if !matches!(name.as_str(), "target" | "node_modules" | "tests") {
+                    stack.push(path);
+                }
+            } else if name.ends_with(".rs") && name != "tests.rs" && !name.ends_with("_tests.rs") {
+                let lines = std::fs::read_to_string(&path)?.lines().count();
+                if lines > max {
+                    long.push(format!("{} ({lines} lines)", path.strip_prefix(root)?.display()));
+                }
+            }
+        }
+    }
+    long.sort();
+    Ok(long)
+}
+
+#[test]
+fn no_file_but_a_test_is_longer_than_700_lines() -> anyhow::Result<()> {
+    let long = long_files(std::path::Path::new(env!("CARGO_MANIFEST_DIR")), MAX_FILE_LINES)?;
+    assert!(long.is_empty(), "split these along their seams:\n{}", long.join("\n"));
+    Ok(())
+}
+
+#[test]
+fn the_length_check_finds_a_long_file() -> anyhow::Result<()> {
+    let root = tempfile::tempdir()?;
+    let src = root.path().join("crates/x/src");
+    std::fs::create_dir_all(&src)?;
+    std::fs::write(src.join("long.rs"), "//! x\n".repeat(11))?;
+    std::fs::write(src.join("long_tests.rs"), "//! x\n".repeat(11))?;
+    std::fs::write(src.join("short.rs"), "//! x\n")?;
+    assert_eq!(long_files(root.path(), 10)?, ["crates/x/src/long.rs (11 lines)"]);
+    Ok(())
+}
+
 /// The OS calls of a crate whose OS layer is done: outside its `src/sys/`, `libc` and `std::os::{unix,windows}`
 /// appear only in test modules gated on the OS (`#[cfg(all(test, unix))]`, or a `#[cfg(unix)]` test). Returns the
 /// offending `file:line`s.

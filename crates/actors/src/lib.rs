@@ -14,6 +14,7 @@ mod lane;
 mod naming;
 mod policy;
 pub mod process;
+mod requests;
 mod resource_interest;
 mod router;
 mod runtime;

@@ -20,8 +20,9 @@ use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result};
 use crate::imports::HostKind;
-use crate::load::{LoadOptions, load_detailed, load_detailed_with};
+use crate::load::{load_detailed, load_detailed_with};
 use crate::model::{Availability, Origin, SourceKind};
+use crate::options::LoadOptions;
 use crate::spans::{self, Node};
 use crate::trust::TrustView;
 

@@ -13,8 +13,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::load::{LoadOptions, load_detailed};
+use crate::load::load_detailed;
 use crate::model::{Availability, Config, ConfigProblem, Origin, ServerConfig, Transport};
+use crate::options::LoadOptions;
 
 /// Shown instead of a secret.
 pub const REDACTED: &str = "<redacted>";

@@ -27,6 +27,7 @@ mod jsonc;
 mod load;
 mod merge;
 mod model;
+mod options;
 mod paths;
 mod plugins;
 mod preview;
@@ -48,13 +49,14 @@ pub use error::{Error, Result, SecretError};
 pub use explain::{ConfigView, FieldView, REDACTED, ServerView, SourceView, explain, redact_field, redact_url};
 pub use identity::identity_hash;
 pub use jsonc::{JsoncError, parse as parse_jsonc, strip as strip_jsonc};
-pub use load::{LoadOptions, is_pimcp_command, load, load_in_memory};
+pub use load::{is_pimcp_command, load, load_in_memory};
 pub use model::{
     ApproveTools, AuthConfig, Availability, Config, ConfigProblem, DirectTools, HostConfigDiscovery, HttpTransport,
     IdentityAssertionConfig, Lifecycle, OAuthConfig, OAuthGrant, Origin, OutputGuard, ProtocolMode, ScriptLimits,
     Secret, SecretValue, ServerConfig, Settings, Severity, SocketTransport, SourceFile, SourceKind, StdioTransport,
     Timeouts, TokenStoreKind, ToolPrefix, TraceSettings, Transport,
 };
+pub use options::LoadOptions;
 pub use paths::{EnvMap, agent_dir, data_dir, expand_tilde, source_path};
 pub use preview::{HostPreview, ImportFilePreview, ImportServerPreview, preview_imports};
 pub use raw::{RawFile, RawServer, RawSettings};

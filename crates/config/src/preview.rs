@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use crate::entries::parse_server;
 use crate::imports::{self, HostKind, ImportScope};
-use crate::load::{LoadOptions, load_detailed};
+use crate::load::load_detailed;
 use crate::model::{ConfigProblem, HostConfigDiscovery, Origin};
+use crate::options::LoadOptions;
 use crate::problems::Sink;
 use crate::trust::TrustView;
 
