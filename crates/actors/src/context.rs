@@ -50,6 +50,10 @@ pub(crate) struct Shared {
     pub shutting_down: AtomicBool,
     /// Longest `startup + request` timeout of any server, in ms: bounds how long a control request may wait.
     pub connect_budget_ms: std::sync::atomic::AtomicU64,
+    /// Longest hard cap of a call on any server (`timeouts.tool` × [`DEFAULT_MAX_TOTAL_FACTOR`]), in ms.
+    ///
+    /// [`DEFAULT_MAX_TOTAL_FACTOR`]: crate::call::DEFAULT_MAX_TOTAL_FACTOR
+    pub call_budget_ms: std::sync::atomic::AtomicU64,
     /// `(server, original tool)` pairs the host allowed for this session.
     pub approvals: DashMap<(String, String), ()>,
     /// The AuthActor: tokens and logins of OAuth servers.
@@ -92,14 +96,32 @@ impl Shared {
         budget + crate::runtime::CONTROL_REPLY_SLACK
     }
 
+    /// How long a call through the router may wait for its answer: finding the tool (connecting its server), the
+    /// host's approval, then the call's own hard cap, with [`CONTROL_REPLY_SLACK`](crate::runtime::CONTROL_REPLY_SLACK)
+    /// on top.
+    pub(crate) fn call_reply_timeout(&self, opts: &crate::call::CallOptions) -> std::time::Duration {
+        let call = opts.max_total.unwrap_or_else(|| match opts.timeout {
+            Some(t) => t.saturating_mul(crate::call::DEFAULT_MAX_TOTAL_FACTOR),
+            None => std::time::Duration::from_millis(self.call_budget_ms.load(Ordering::Relaxed)),
+        });
+        self.control_timeout() + self.tuning.approval_wait + call + crate::runtime::CONTROL_REPLY_SLACK
+    }
+
+    /// Sets the connect and call budgets from the configured servers' timeouts.
     pub(crate) fn set_connect_budget(&self, servers: &[pimcp_config::ServerConfig]) {
-        let max = servers
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let connect = servers
             .iter()
             .map(|s| s.timeouts.startup + s.timeouts.request)
             .max()
             .unwrap_or_default();
-        self.connect_budget_ms
-            .store(u64::try_from(max.as_millis()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.connect_budget_ms.store(ms(connect), Ordering::Relaxed);
+        let call = servers
+            .iter()
+            .map(|s| s.timeouts.tool.saturating_mul(crate::call::DEFAULT_MAX_TOTAL_FACTOR))
+            .max()
+            .unwrap_or_default();
+        self.call_budget_ms.store(ms(call), Ordering::Relaxed);
     }
 
     pub(crate) fn is_shutting_down(&self) -> bool {

@@ -49,7 +49,9 @@ pub use process::{
     GUARDIAN_ARG, GUARDIAN_BINARY, GuardianMode, ProcessOptions, StderrTail, guardian_main_if_requested,
 };
 pub use router::{DISCOVERY_CONCURRENCY, MAX_DISCOVERY_STARTS, approval_required};
-pub use runtime::{CONTROL_REPLY_SLACK, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
+pub use runtime::{
+    CONTROL_REPLY_SLACK, RECONFIGURE_REPLY_TIMEOUT, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport,
+};
 pub use schema::ToolSchema;
 pub use status::{RuntimeEvent, ServerLogMessage, ServerNotice, ServerState, ServerStatus, StatusSnapshot};
 pub use trace::{

@@ -36,6 +36,9 @@ pub struct Tuning {
     /// calls that were queued for that connection to be answered before it sends its lists (default 1 s). The
     /// upstream then handles those calls first instead of several cold lists (see `ServerActor::spawn_discovery`).
     pub discovery_after_calls_max: Duration,
+    /// How long a call waits for the approval handler's answer before it is refused (category `approval`; default
+    /// [`Tuning::DEFAULT_APPROVAL_WAIT`]).
+    pub approval_wait: Duration,
 }
 
 impl Tuning {
@@ -48,6 +51,9 @@ impl Tuning {
     pub const MIN_LIST_CHANGED_DEBOUNCE: Duration = Duration::from_millis(50);
     pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(2);
     pub const DEFAULT_DISCOVERY_AFTER_CALLS_MAX: Duration = Duration::from_secs(1);
+    /// A person may take minutes to answer an approval, but a handler that never answers must not hold the call
+    /// forever: 10 minutes, as the proxy's elicitation of an approval.
+    pub const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_secs(600);
 }
 
 impl Default for Tuning {
@@ -65,6 +71,7 @@ impl Default for Tuning {
             close_grace: Tuning::DEFAULT_CLOSE_GRACE,
             actor_restart_budget: 5,
             discovery_after_calls_max: Tuning::DEFAULT_DISCOVERY_AFTER_CALLS_MAX,
+            approval_wait: Tuning::DEFAULT_APPROVAL_WAIT,
         }
     }
 }

@@ -404,13 +404,25 @@ impl Actor for RouterActor {
                                 kind: ApprovalKind::ToolCall,
                             };
                             let decision = match &shared.handlers.approval {
-                                Some(h) => h.approve(&request).await,
-                                None => ApprovalDecision::InputRequired,
+                                Some(h) => tokio::time::timeout(shared.tuning.approval_wait, h.approve(&request))
+                                    .await
+                                    .ok(),
+                                None => Some(ApprovalDecision::InputRequired),
                             };
                             let refuse = |message: String| Error::Approval {
                                 server: tool.server.clone(),
                                 tool: tool.original.clone(),
                                 message,
+                            };
+                            let Some(decision) = decision else {
+                                let msg = format!(
+                                    "no answer to the approval request for tool `{}` on server `{}` within {} s",
+                                    tool.original,
+                                    tool.server,
+                                    shared.tuning.approval_wait.as_secs_f64()
+                                );
+                                let _ = reply.send(Err(refuse(msg)));
+                                return;
                             };
                             match decision {
                                 ApprovalDecision::AllowOnce => forward(&shared, tool, args, opts, reply, span),

@@ -97,6 +97,10 @@ impl std::fmt::Debug for RuntimeHandle {
 /// startup + discovery timeouts.
 pub const CONTROL_REPLY_SLACK: Duration = Duration::from_secs(5);
 
+/// How long [`RuntimeHandle::reconfigure`] waits for the supervisor to apply a configuration: stopping the actors of
+/// removed and changed servers and spawning their successors (no server is connected on the way).
+pub const RECONFIGURE_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
 impl RuntimeHandle {
     /// The pid of this runtime's guardian process while one runs (it starts with the first stdio server; see
     /// [`Guardian`](crate::process::Guardian)).
@@ -210,6 +214,7 @@ impl RuntimeHandle {
         }
         let router = self.router()?;
         let (tx, rx) = oneshot::channel();
+        let bound = self.shared.call_reply_timeout(&opts);
         router
             .send_message(RouterMsg::Call {
                 name: name.to_owned(),
@@ -219,8 +224,14 @@ impl RuntimeHandle {
                 reply: tx,
             })
             .map_err(|_| Error::actor("the router is not running"))?;
-        rx.await
-            .map_err(|_| Error::actor("the call was dropped by a stopping actor"))?
+        match tokio::time::timeout(bound, rx).await {
+            Ok(reply) => reply.map_err(|_| Error::actor("the call was dropped by a stopping actor"))?,
+            Err(_) => Err(Error::OperationTimeout {
+                server: "*".to_owned(),
+                operation: format!("calling `{name}`"),
+                after: bound,
+            }),
+        }
     }
 
     /// Follows a task that a call to `tool` left running ([`Error::TaskPending`]) until it ends or `opts.timeout`
@@ -332,7 +343,14 @@ impl RuntimeHandle {
         self.supervisor
             .send_message(SupMsg::Reconfigure { config, reply: tx })
             .map_err(|_| Error::actor("the supervisor is not running"))?;
-        rx.await.map_err(|_| Error::actor("the supervisor dropped the request"))
+        match tokio::time::timeout(RECONFIGURE_REPLY_TIMEOUT, rx).await {
+            Ok(reply) => reply.map_err(|_| Error::actor("the supervisor dropped the request")),
+            Err(_) => Err(Error::OperationTimeout {
+                server: "*".to_owned(),
+                operation: "applying a new configuration".to_owned(),
+                after: RECONFIGURE_REPLY_TIMEOUT,
+            }),
+        }
     }
 
     /// The server's instructions (live or cached).
@@ -537,6 +555,7 @@ impl Runtime {
             root: CancellationToken::new(),
             shutting_down: AtomicBool::new(false),
             connect_budget_ms: std::sync::atomic::AtomicU64::new(0),
+            call_budget_ms: std::sync::atomic::AtomicU64::new(0),
             approvals: DashMap::new(),
             auth: auth.clone(),
             trace: crate::trace::TraceSink::from_settings(&config.settings.trace, &agent_dir),

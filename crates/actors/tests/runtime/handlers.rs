@@ -134,6 +134,42 @@ async fn approval_gates_calls_and_fails_closed() {
     rt.shutdown(Duration::from_secs(10)).await;
 }
 
+/// Never answers.
+struct Silent;
+
+#[async_trait]
+impl ApprovalHandler for Silent {
+    async fn approve(&self, _request: &ApprovalRequest) -> ApprovalDecision {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_that_never_comes_refuses_the_call_after_the_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = load(
+        &json!({"settings": {"approveTools": ["*echo"]}, "mcpServers": {"fx": stdio(&[])}}),
+        dir.path(),
+    );
+    let mut opts = RuntimeOptions::new(config, dir.path().join("agent"), dir.path().join("data"));
+    opts.tuning = tuning();
+    opts.tuning.approval_wait = Duration::from_millis(300);
+    opts.handlers = Handlers {
+        approval: Some(Arc::new(Silent)),
+        ..Handlers::default()
+    };
+    let rt = Runtime::start(opts).await.unwrap();
+    let e = rt
+        .call("fx_echo", args(json!({"text": "x"})), CallOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.category(), ErrorCategory::Approval, "{e}");
+    assert!(e.to_string().contains("no answer to the approval request"), "{e}");
+    // The server keeps working for tools that need no approval.
+    assert!(rt.call("fx_whoami", None, CallOptions::default()).await.is_ok());
+    rt.shutdown(Duration::from_secs(10)).await;
+}
+
 struct Model;
 
 #[async_trait]
