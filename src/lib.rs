@@ -68,7 +68,10 @@ pub mod config {
         json_schema, load, load_in_memory,
     };
 }
+/// The errors under [`Error`]: the runtime's (with its [`Cause`] and [`ErrorCategory`]) and the proxy's.
+pub use pimcp_actors::{Cause, Error as RuntimeError};
 pub use pimcp_config::ScriptLimits;
+pub use pimcp_proxy::Error as ProxySetupError;
 pub use pimcp_proxy::{
     Category, GuardReport, MatchKind, ProxyError, ProxyResponse, ScriptCall, ScriptError, ScriptOutcome, SearchOutcome,
     SearchResultHit, SkippedServer, ToolDoc, ToolInfo,

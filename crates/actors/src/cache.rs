@@ -292,6 +292,7 @@ impl MetadataCache {
         let err = |what: &str, e: std::io::Error| Error::Cache {
             path: self.path.display().to_string(),
             message: format!("{what}: {e}"),
+            source: Some(crate::error::Cause::new(e)),
         };
         let dir = self
             .path

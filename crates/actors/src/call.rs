@@ -161,6 +161,12 @@ pub(crate) async fn run_call(
     let conn_err = |message: String| Error::Connection {
         server: server.clone(),
         message,
+        source: None,
+    };
+    let conn_err_from = |message: String, cause: rmcp::service::ServiceError| Error::Connection {
+        server: server.clone(),
+        message,
+        source: Some(crate::error::Cause::new(cause)),
     };
     let mut attempt = 0usize;
     let mut rounds = 0usize;
@@ -235,7 +241,7 @@ pub(crate) async fn run_call(
                     tokio::time::sleep(*delay).await;
                     continue;
                 }
-                return (Err(conn_err(format!("sending the call failed: {e}"))), report);
+                return (Err(conn_err_from(format!("sending the call failed: {e}"), e)), report);
             }
             Exchange::Abandoned(Abandon::HardCap) => {
                 return (
@@ -263,6 +269,7 @@ pub(crate) async fn run_call(
                     Err(Error::Connection {
                         server: server.clone(),
                         message: format!("call to `{}` cancelled by the caller", tool.original),
+                        source: None,
                     }),
                     report,
                 );
@@ -390,7 +397,7 @@ pub(crate) async fn run_call(
             }
             Err(e) => {
                 return (
-                    Err(conn_err(format!("call to `{}` failed: {e}", tool.original))),
+                    Err(conn_err_from(format!("call to `{}` failed: {e}", tool.original), e)),
                     report,
                 );
             }

@@ -52,7 +52,37 @@ impl std::fmt::Display for ErrorCategory {
     }
 }
 
+/// The error under a runtime error (an I/O, rmcp, transport or OAuth error), shared so that [`Error`] stays `Clone`.
+/// [`Error`]'s `source()` returns the error itself (not this wrapper), so `downcast_ref` finds its type.
+#[derive(Clone)]
+pub struct Cause(std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>);
+
+impl Cause {
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Cause {
+        Cause(std::sync::Arc::new(error))
+    }
+}
+
+impl std::fmt::Debug for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+// Not `Error` itself: thiserror's `source()` then reaches the inner error through this deref.
+impl std::ops::Deref for Cause {
+    type Target = dyn std::error::Error + Send + Sync + 'static;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
 /// Everything that can go wrong in the runtime. `Clone` so one connect failure can answer every queued call.
+///
+/// Where a failure has an error under it, `source()` returns it (`Connection`, `Auth`, `Cache`): a host can inspect
+/// the I/O, transport or OAuth error it came from. The message still says what the cause said, since a model reads
+/// only the message.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -62,7 +92,12 @@ pub enum Error {
     /// An OAuth step failed for another reason than a missing login (discovery, registration, a token endpoint
     /// or network error, the callback listener). Category `needs-auth`.
     #[error("server `{server}`: authorization failed: {message}")]
-    Auth { server: String, message: String },
+    Auth {
+        server: String,
+        message: String,
+        #[source]
+        source: Option<Cause>,
+    },
 
     #[error("tool `{tool}` on server `{server}` did not answer within {}", fmt_duration(*after))]
     Timeout {
@@ -79,7 +114,12 @@ pub enum Error {
     },
 
     #[error("server `{server}`: {message}")]
-    Connection { server: String, message: String },
+    Connection {
+        server: String,
+        message: String,
+        #[source]
+        source: Option<Cause>,
+    },
 
     /// The server runs the call as a task that had not ended when the call's time was up; it goes on running.
     #[error("tool `{tool}` on server `{server}` is still running as task `{task_id}` ({status})")]
@@ -174,7 +214,12 @@ pub enum Error {
     },
 
     #[error("metadata cache `{path}`: {message}")]
-    Cache { path: String, message: String },
+    Cache {
+        path: String,
+        message: String,
+        #[source]
+        source: Option<Cause>,
+    },
 
     #[error("actor runtime: {message}")]
     Actor { message: String },

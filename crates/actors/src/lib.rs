@@ -34,7 +34,7 @@ pub use call::{CallOptions, CallProgress, DEFAULT_MAX_TOTAL_FACTOR, ToolOutput};
 pub use catalog::{
     Catalog, CatalogTool, MetadataSource, Resolution, ServerCatalog, ServerInput, ServerMetadata, ToolInfo,
 };
-pub use error::{Error, ErrorCategory, Result};
+pub use error::{Cause, Error, ErrorCategory, Result};
 pub use handler::{
     ApprovalDecision, ApprovalHandler, ApprovalKind, ApprovalRequest, ElicitationHandler, Handlers, RootsProvider,
     SamplingHandler,

@@ -102,6 +102,7 @@ impl RuntimeHandle {
         Err(Error::Connection {
             server: server.to_owned(),
             message: "the connection closed right after connecting".into(),
+            source: None,
         })
     }
 }
@@ -135,6 +136,7 @@ fn request_error(server: &str, operation: &str, e: rmcp::service::ServiceError) 
         other => Error::Connection {
             server: server.to_owned(),
             message: format!("{operation} failed: {other}"),
+            source: Some(crate::error::Cause::new(other)),
         },
     }
 }

@@ -105,6 +105,7 @@ fn forward(
                 let _ = reply.send(Err(Error::Connection {
                     server,
                     message: "server actor is restarting".into(),
+                    source: None,
                 }));
             }
         }
@@ -278,6 +279,7 @@ impl RouterActor {
                             Error::Connection {
                                 server: name,
                                 message: "server actor is restarting".into(),
+                                source: None,
                             },
                         ));
                     }
@@ -289,6 +291,7 @@ impl RouterActor {
                             Error::Connection {
                                 server: name,
                                 message: "server actor stopped".into(),
+                                source: None,
                             },
                         )),
                     }

@@ -255,6 +255,7 @@ impl RuntimeHandle {
             return Err(Error::Connection {
                 server: tool.server.clone(),
                 message: format!("the connection that ran task `{task_id}` is gone"),
+                source: None,
             });
         };
         let timeout = opts.timeout.unwrap_or(live.timeout);
@@ -295,6 +296,7 @@ impl RuntimeHandle {
         actor.send_message(ServerMsg::Warm).map_err(|_| Error::Connection {
             server: server.to_owned(),
             message: "server actor is restarting".into(),
+            source: None,
         })
     }
 
@@ -371,11 +373,13 @@ impl RuntimeHandle {
         actor.send_message(msg(tx)).map_err(|_| Error::Connection {
             server: server.to_owned(),
             message: "server actor is restarting".into(),
+            source: None,
         })?;
         match tokio::time::timeout(self.shared.control_timeout(), rx).await {
             Ok(reply) => reply.map_err(|_| Error::Connection {
                 server: server.to_owned(),
                 message: "server actor stopped".into(),
+                source: None,
             }),
             Err(_) => Err(Error::OperationTimeout {
                 server: server.to_owned(),

@@ -60,6 +60,7 @@ pub(crate) async fn follow(f: Follow<'_>, task: Task) -> Result<ToolOutput> {
                 return Err(Error::Connection {
                     server,
                     message: format!("call to `{}` cancelled by the caller (task `{task_id}` cancelled)", f.tool.original),
+                    source: None,
                 });
             }
             _ = f.guards.stop.cancelled() => {
@@ -70,6 +71,7 @@ pub(crate) async fn follow(f: Follow<'_>, task: Task) -> Result<ToolOutput> {
                 return Err(Error::Connection {
                     server,
                     message: format!("the connection broke while task `{task_id}` ran"),
+                    source: None,
                 });
             }
             () = tokio::time::sleep_until(f.deadline) => {
@@ -91,6 +93,7 @@ pub(crate) async fn follow(f: Follow<'_>, task: Task) -> Result<ToolOutput> {
         .map_err(|message| Error::Connection {
             server: server.clone(),
             message: format!("tasks/get for task `{task_id}`: {message}"),
+            source: None,
         })?;
         let ServerResult::GetTaskResult(got) = got else {
             return Err(protocol(&server, "tasks/get", "an answer that is no task"));
@@ -132,6 +135,7 @@ pub(crate) async fn follow(f: Follow<'_>, task: Task) -> Result<ToolOutput> {
                     .map_err(|message| Error::Connection {
                         server: server.clone(),
                         message: format!("tasks/update for task `{task_id}`: {message}"),
+                        source: None,
                     })?;
             }
             TaskPayload::Completed { result } => {
@@ -163,6 +167,7 @@ pub(crate) async fn follow(f: Follow<'_>, task: Task) -> Result<ToolOutput> {
                 return Err(Error::Connection {
                     server,
                     message: format!("the server cancelled task `{task_id}`"),
+                    source: None,
                 });
             }
             // A status newer than this build: keep polling until it is one pimcp knows.

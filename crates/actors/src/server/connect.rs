@@ -245,7 +245,11 @@ impl ServerActor {
                 let err = if st.stopping {
                     Error::ShuttingDown
                 } else {
-                    Error::Connection { server, message }
+                    Error::Connection {
+                        server,
+                        message,
+                        source: None,
+                    }
                 };
                 Self::fail_waiters(st, err);
                 if !st.stopping && st.state == ServerState::Connecting {
@@ -294,6 +298,11 @@ impl ServerActor {
                 );
             }
             _ => {
+                let cause: Option<crate::error::Cause> = match failure {
+                    ConnectFailure::Connect(e) => Some(crate::error::Cause::new(e)),
+                    ConnectFailure::Auth(e) => Some(crate::error::Cause::new(e)),
+                    ConnectFailure::Discovery(_) => None,
+                };
                 st.last_error = Some((ErrorCategory::Connection, message.clone()));
                 let short = short_reason(&message, &server);
                 if st.breaker.record_failure(Instant::now()) {
@@ -330,6 +339,7 @@ impl ServerActor {
                             "{message}; next connect attempt in {}",
                             crate::error::fmt_duration(delay)
                         ),
+                        source: cause,
                     },
                 );
             }
@@ -406,6 +416,7 @@ async fn connect_with_auth(
                 return Err(ConnectFailure::Auth(Error::Auth {
                     server,
                     message: format!("getting a token took longer than {}", crate::error::fmt_duration(startup)),
+                    source: None,
                 }));
             }
         },

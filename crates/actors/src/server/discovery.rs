@@ -106,6 +106,7 @@ impl ServerActor {
                             let _ = reply.send(Err(Error::Connection {
                                 server: server.clone(),
                                 message: message.clone(),
+                                source: None,
                             }));
                         }
                         w @ Waiter::Call(..) => st.waiters.push(w),

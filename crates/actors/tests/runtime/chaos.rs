@@ -23,6 +23,15 @@ async fn server_exiting_at_start_goes_to_backoff_and_calls_fail_fast() {
     let e = r.unwrap_err();
     assert_eq!(e.category(), ErrorCategory::Connection, "{e}");
     assert!(e.to_string().contains("exit code 2"), "{e}");
+    // The transport's error is kept as the cause, not only as text.
+    let cause = std::error::Error::source(&e).expect("the connect failure as the cause");
+    assert!(
+        matches!(
+            cause.downcast_ref::<pimcp_actors::transport::ConnectError>(),
+            Some(pimcp_actors::transport::ConnectError::ExitedAtStart { code: Some(2), .. })
+        ),
+        "{cause:?}"
+    );
     let st = rt.status();
     let s = st.server("dies").unwrap();
     assert!(matches!(s.state, ServerState::Backoff { attempt: 1, .. }), "{s:?}");

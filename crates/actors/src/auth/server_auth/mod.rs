@@ -65,6 +65,7 @@ pub(crate) fn auth_error(server: &str, e: pimcp_auth::Error) -> Error {
         e => Error::Auth {
             server,
             message: e.to_string(),
+            source: Some(crate::error::Cause::new(e)),
         },
     }
 }
@@ -224,10 +225,12 @@ impl ServerAuth {
             Err(crate::transport::ConnectError::Secret { message, .. }) => Err(Error::Auth {
                 server: self.name.clone(),
                 message,
+                source: None,
             }),
             Err(e) => Err(Error::Auth {
                 server: self.name.clone(),
                 message: e.to_string(),
+                source: Some(crate::error::Cause::new(e)),
             }),
         }
     }
@@ -245,6 +248,7 @@ impl ServerAuth {
                 let http = self.core.http.clone().map_err(|reason| Error::Auth {
                     server: self.name.clone(),
                     message: format!("cannot build the oauth http client: {reason}"),
+                    source: None,
                 })?;
                 // A key the host passed in `AuthOptions::private_keys` wins over `oauth.clientPrivateKey`.
                 let private_key = match (

@@ -91,6 +91,7 @@ impl ServerAuth {
                 None => Err(self.record(Error::Auth {
                     server: self.name.clone(),
                     message: "the server answered 403 without asking for more scope".into(),
+                    source: None,
                 })),
             };
         }
