@@ -419,3 +419,234 @@ fn the_public_api_lists_items_signatures_and_fields() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// The files of one crate's `src` and the files each refers to through `crate::…` and `super::…` paths (test
+/// modules and `*_tests.rs` files left out). A file is named by its module path (`server/connect`, `lib` for the
+/// root); a reference to a module's own ancestor (a child using its parent) is not an edge.
+fn module_graph(src: &std::path::Path) -> anyhow::Result<BTreeMap<String, std::collections::BTreeSet<String>>> {
+    let mut files: BTreeMap<Vec<String>, std::path::PathBuf> = BTreeMap::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Some(stem) = name.strip_suffix(".rs") {
+                if stem == "tests" || stem.ends_with("_tests") {
+                    continue;
+                }
+                let rel = path.strip_prefix(src)?.with_extension("");
+                let mut module: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+                if matches!(stem, "mod" | "lib" | "main") {
+                    module.pop();
+                }
+                files.insert(module, path);
+            }
+        }
+    }
+    let resolve = |path: &[String]| -> Option<Vec<String>> {
+        (1..=path.len())
+            .rev()
+            .map(|k| path[..k].to_vec())
+            .find(|p| files.contains_key(p))
+    };
+    let label = |m: &[String]| if m.is_empty() { "lib".to_owned() } else { m.join("/") };
+    let mut graph = BTreeMap::new();
+    for (module, path) in &files {
+        let text = std::fs::read_to_string(path)?;
+        let code = ["#[cfg(test)]\nmod tests {", "#[cfg(test)]\npub(crate) mod tests {"]
+            .iter()
+            .filter_map(|marker| text.find(marker))
+            .min()
+            .map_or(text.as_str(), |at| &text[..at]);
+        let mut edges = std::collections::BTreeSet::new();
+        for (prefix, base) in [
+            ("crate::", Vec::new()),
+            ("super::", module[..module.len().saturating_sub(1)].to_vec()),
+        ] {
+            for (at, _) in code.match_indices(prefix) {
+                if code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let rest = &code[at + prefix.len()..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == ':'))
+                    .unwrap_or(rest.len());
+                let mut path = base.clone();
+                path.extend(rest[..end].split("::").filter(|s| !s.is_empty()).map(str::to_owned));
+                if let Some(target) = resolve(&path)
+                    && target != *module
+                    && !module.starts_with(&target)
+                {
+                    edges.insert(label(&target));
+                }
+            }
+        }
+        graph.insert(label(module), edges);
+    }
+    Ok(graph)
+}
+
+/// The largest strongly connected set of files (Tarjan), sorted.
+fn largest_cycle(graph: &BTreeMap<String, std::collections::BTreeSet<String>>) -> Vec<String> {
+    struct Walk<'a> {
+        graph: &'a BTreeMap<String, std::collections::BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        best: Vec<String>,
+    }
+    fn visit<'a>(w: &mut Walk<'a>, v: &'a str) {
+        let i = w.index.len();
+        w.index.insert(v, i);
+        w.low.insert(v, i);
+        w.stack.push(v);
+        for next in w.graph.get(v).into_iter().flatten() {
+            let next = next.as_str();
+            if !w.index.contains_key(next) {
+                visit(w, next);
+                let low = w.low[v].min(w.low[next]);
+                w.low.insert(v, low);
+            } else if w.stack.contains(&next) {
+                let low = w.low[v].min(w.index[next]);
+                w.low.insert(v, low);
+            }
+        }
+        if w.low[v] == w.index[v] {
+            let at = w.stack.iter().rposition(|&x| x == v).unwrap_or(0);
+            let mut set: Vec<String> = w.stack.drain(at..).map(str::to_owned).collect();
+            if set.len() > w.best.len() {
+                set.sort();
+                w.best = set;
+            }
+        }
+    }
+    let mut walk = Walk {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        best: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !walk.index.contains_key(v.as_str()) {
+            visit(&mut walk, v);
+        }
+    }
+    walk.best
+}
+
+/// Files that reach each other are one unit to understand: no crate has a cycle of more than three files. The
+/// actor runtime's nine-file knot (call, context, handler, lane, router, runtime, server, supervisor, task: the
+/// message enums live in the actor files) may not grow while it waits to be untied.
+#[test]
+fn cycles_between_files_stay_small() -> anyhow::Result<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut report = Vec::new();
+    for entry in std::fs::read_dir(root.join("crates"))? {
+        let dir = entry?.path();
+        if !dir.join("src").is_dir() {
+            continue;
+        }
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let cycle = largest_cycle(&module_graph(&dir.join("src"))?);
+        let allowed = if name == "actors" { 9 } else { 3 };
+        report.push(match cycle.len() {
+            0 | 1 => format!("{name}: no cycle"),
+            n => format!("{name}: {n} files {cycle:?}"),
+        });
+        assert!(
+            cycle.len() <= allowed,
+            "crates/{name}: a cycle of {} files (at most {allowed}): {cycle:?}",
+            cycle.len()
+        );
+    }
+    eprintln!("largest cycle per crate:\n{}", report.join("\n"));
+    Ok(())
+}
+
+#[test]
+fn the_cycle_check_finds_a_cycle() -> anyhow::Result<()> {
+    let root = tempfile::tempdir()?;
+    let src = root.path();
+    std::fs::create_dir_all(src.join("server"))?;
+    std::fs::write(src.join("lib.rs"), "//! x\nmod a;\nmod b;\nmod server;\n")?;
+    std::fs::write(src.join("a.rs"), "//! x\nuse crate::b::B;\n")?;
+    std::fs::write(
+        src.join("b.rs"),
+        "//! x\nuse crate::server::S;\nuse crate::server::connect::C;\n",
+    )?;
+    std::fs::write(src.join("server/mod.rs"), "//! x\nmod connect;\nuse super::a::A;\n")?;
+    std::fs::write(
+        src.join("server/connect.rs"),
+        "//! x\nuse super::Parent;\nuse crate::error::E;\n",
+    )?;
+    std::fs::write(
+        src.join("error.rs"),
+        "//! x\n#[cfg(test)]\nmod tests {\n use crate::a::A;\n}\n",
+    )?;
+    let graph = module_graph(src)?;
+    assert_eq!(
+        graph["server/connect"].iter().collect::<Vec<_>>(),
+        ["error"],
+        "a child's use of its parent is no edge"
+    );
+    assert!(graph["error"].is_empty(), "test modules are left out");
+    assert_eq!(largest_cycle(&graph), ["a", "b", "server"]);
+    Ok(())
+}
+
+/// The actor runtime's data modules stay leaves: none of them reaches an actor (its messages, state or handles), so
+/// each can be read, and changed, on its own.
+#[test]
+fn the_runtime_data_modules_import_no_actor() -> anyhow::Result<()> {
+    const LEAVES: [&str; 9] = [
+        "error",
+        "naming",
+        "policy",
+        "schema",
+        "catalog",
+        "cache",
+        "status",
+        "trace",
+        "transport/kind",
+    ];
+    const ACTORS: [&str; 9] = [
+        "server",
+        "router",
+        "supervisor",
+        "runtime",
+        "lane",
+        "context",
+        "auth/actor",
+        "call",
+        "task",
+    ];
+    let graph = module_graph(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/actors/src"))?;
+    let mut wrong = Vec::new();
+    for leaf in LEAVES {
+        let edges = graph
+            .get(leaf)
+            .ok_or_else(|| anyhow::anyhow!("no module `{leaf}` in pimcp-actors"))?;
+        wrong.extend(
+            edges
+                .iter()
+                .filter(|t| {
+                    ACTORS
+                        .iter()
+                        .any(|a| t.as_str() == *a || t.starts_with(&format!("{a}/")))
+                })
+                .map(|t| format!("{leaf} -> {t}")),
+        );
+    }
+    assert!(
+        wrong.is_empty(),
+        "data modules reaching an actor module:\n{}",
+        wrong.join("\n")
+    );
+    Ok(())
+}

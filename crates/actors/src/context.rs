@@ -23,6 +23,10 @@ use crate::server::ServerMsg;
 use crate::status::StatusBoard;
 use crate::trace::TraceSink;
 
+/// How long a control request (connect, disable) may wait for an actor's answer beyond the server's own
+/// startup + discovery timeouts.
+pub const CONTROL_REPLY_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub(crate) struct Shared {
     pub settings: Settings,
     pub project_dir: PathBuf,
@@ -93,18 +97,18 @@ impl Shared {
     /// How long a control request (connect, resolve with discovery) may wait for its answer.
     pub(crate) fn control_timeout(&self) -> std::time::Duration {
         let budget = std::time::Duration::from_millis(self.connect_budget_ms.load(Ordering::Relaxed));
-        budget + crate::runtime::CONTROL_REPLY_SLACK
+        budget + CONTROL_REPLY_SLACK
     }
 
     /// How long a call through the router may wait for its answer: finding the tool (connecting its server), the
-    /// host's approval, then the call's own hard cap, with [`CONTROL_REPLY_SLACK`](crate::runtime::CONTROL_REPLY_SLACK)
+    /// host's approval, then the call's own hard cap, with [`CONTROL_REPLY_SLACK`](CONTROL_REPLY_SLACK)
     /// on top.
     pub(crate) fn call_reply_timeout(&self, opts: &crate::call::CallOptions) -> std::time::Duration {
         let call = opts.max_total.unwrap_or_else(|| match opts.timeout {
             Some(t) => t.saturating_mul(crate::call::DEFAULT_MAX_TOTAL_FACTOR),
             None => std::time::Duration::from_millis(self.call_budget_ms.load(Ordering::Relaxed)),
         });
-        self.control_timeout() + self.tuning.approval_wait + call + crate::runtime::CONTROL_REPLY_SLACK
+        self.control_timeout() + self.tuning.approval_wait + call + CONTROL_REPLY_SLACK
     }
 
     /// Sets the connect and call budgets from the configured servers' timeouts.

@@ -34,6 +34,7 @@ pub use call::{CallOptions, CallProgress, DEFAULT_MAX_TOTAL_FACTOR, ToolOutput};
 pub use catalog::{
     Catalog, CatalogTool, MetadataSource, Resolution, ServerCatalog, ServerInput, ServerMetadata, ToolInfo,
 };
+pub use context::CONTROL_REPLY_SLACK;
 pub use error::{Cause, Error, ErrorCategory, Result};
 pub use handler::{
     ApprovalDecision, ApprovalHandler, ApprovalKind, ApprovalRequest, ElicitationHandler, Handlers, RootsProvider,
@@ -49,9 +50,7 @@ pub use process::{
     GUARDIAN_ARG, GUARDIAN_BINARY, GuardianMode, ProcessOptions, StderrTail, guardian_main_if_requested,
 };
 pub use router::{DISCOVERY_CONCURRENCY, MAX_DISCOVERY_STARTS, approval_required};
-pub use runtime::{
-    CONTROL_REPLY_SLACK, RECONFIGURE_REPLY_TIMEOUT, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport,
-};
+pub use runtime::{RECONFIGURE_REPLY_TIMEOUT, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
 pub use schema::ToolSchema;
 pub use status::{RuntimeEvent, ServerLogMessage, ServerNotice, ServerState, ServerStatus, StatusSnapshot};
 pub use trace::{

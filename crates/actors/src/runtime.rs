@@ -19,7 +19,7 @@ use crate::auth::{AuthHandle, AuthOptions};
 use crate::cache::{Freshness, MetadataCache};
 use crate::call::{CallJob, CallOptions, ToolOutput};
 use crate::catalog::{Catalog, CatalogTool, MetadataSource, Resolution};
-use crate::context::Shared;
+use crate::context::{CONTROL_REPLY_SLACK, Shared};
 use crate::error::{Error, Result};
 use crate::handler::Handlers;
 use crate::policy::Tuning;
@@ -92,10 +92,6 @@ impl std::fmt::Debug for RuntimeHandle {
             .finish_non_exhaustive()
     }
 }
-
-/// How long a control request (connect, disable) may wait for an actor's answer beyond the server's own
-/// startup + discovery timeouts.
-pub const CONTROL_REPLY_SLACK: Duration = Duration::from_secs(5);
 
 /// How long [`RuntimeHandle::reconfigure`] waits for the supervisor to apply a configuration: stopping the actors of
 /// removed and changed servers and spawning their successors (no server is connected on the way).

@@ -25,7 +25,7 @@ use rmcp::transport::{IntoTransport, Transport};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
-use crate::transport::TransportKind;
+use crate::transport::kind::TransportKind;
 
 /// Name of the default trace file, inside `<agentDir>/pimcp/`.
 pub const TRACE_FILE_NAME: &str = "trace.jsonl";

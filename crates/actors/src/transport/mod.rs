@@ -11,6 +11,7 @@ mod ended;
 mod error;
 mod handshake;
 mod http;
+pub(crate) mod kind;
 pub mod lines;
 mod probe;
 mod resume;
@@ -30,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 pub use error::ConnectError;
+pub use kind::TransportKind;
 pub use probe::{ProbeFinding, probe_endpoint};
 pub use resume::SessionResume;
 pub(crate) use secrets::{resolve as resolve_secret, secret_guardian};
@@ -85,16 +87,6 @@ pub enum Era {
     Legacy,
     /// 2026-07-28 `server/discover`, per-request `_meta`, no sessions, no `ping`.
     Stateless,
-}
-
-/// Which wire a connection runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TransportKind {
-    Stdio,
-    StreamableHttp,
-    LegacySse,
-    UnixSocket,
 }
 
 /// A live connection: the rmcp client plus what was negotiated, and the process or session behind it.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use keyring_core::CredentialStore;
 
-use crate::store::keyring::keyring_reason;
+use crate::store::keyring_reason::keyring_reason;
 
 /// The login Keychain store, built on the keyring worker thread.
 pub(crate) fn keychain_store() -> std::result::Result<Arc<CredentialStore>, String> {

@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 use crate::error::{Error, Result};
 use crate::record::{StoreKey, TokenRecord};
 use crate::store::TokenStore;
+use crate::store::keyring_reason::keyring_reason;
 
 /// Keyring service name of OAuth records (the account is [`StoreKey::account`]).
 pub const KEYRING_SERVICE: &str = "pimcp.oauth";
@@ -232,25 +233,6 @@ async fn open_platform(_service: &str) -> Result<KeyringStore> {
     Err(Error::NoTokenStore {
         reason: "pimcp has no OS credential store for this platform".into(),
     })
-}
-
-/// A keyring error as text, without the payload bytes some variants carry.
-pub(crate) fn keyring_reason(err: &keyring_core::Error) -> String {
-    use keyring_core::Error as K;
-    match err {
-        K::PlatformFailure(inner) => format!("platform failure: {inner}"),
-        K::NoStorageAccess(inner) => format!("no access to the credential store: {inner}"),
-        K::NoEntry => "no entry".into(),
-        K::BadEncoding(_) => "stored value is not UTF-8".into(),
-        K::BadDataFormat(..) => "stored value has an unexpected format".into(),
-        K::BadStoreFormat(reason) => format!("store data is malformed: {reason}"),
-        K::TooLong(name, limit) => format!("`{name}` is longer than the platform limit of {limit}"),
-        K::Invalid(name, reason) => format!("`{name}` is invalid: {reason}"),
-        K::Ambiguous(items) => format!("entry matches {} credentials", items.len()),
-        K::NoDefaultStore => "no credential store is set".into(),
-        K::NotSupportedByStore(issue) => format!("unsupported by the store: {issue}"),
-        _ => "unknown keyring error".into(),
-    }
 }
 
 fn store_error(err: keyring_core::Error) -> Error {

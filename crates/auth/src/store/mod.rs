@@ -5,6 +5,7 @@ pub(crate) mod file;
 #[cfg(target_os = "macos")]
 mod keychain;
 mod keyring;
+mod keyring_reason;
 #[cfg(target_os = "linux")]
 mod keyutils;
 mod legacy;

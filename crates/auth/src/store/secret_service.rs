@@ -8,7 +8,7 @@ use keyring_core::CredentialStore;
 use secret_service::EncryptionType;
 use secret_service::blocking::SecretService;
 
-use crate::store::keyring::keyring_reason;
+use crate::store::keyring_reason::keyring_reason;
 
 /// The environment variable that says a D-Bus session bus exists.
 pub(crate) const SESSION_BUS_ENV: &str = "DBUS_SESSION_BUS_ADDRESS";
