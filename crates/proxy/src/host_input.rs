@@ -23,33 +23,36 @@ pub(crate) const PARSE_ERROR: i32 = -32700;
 pub(crate) const INVALID_REQUEST: i32 = -32600;
 pub(crate) const INVALID_PARAMS: i32 = -32602;
 
-/// The request methods rmcp's `ClientRequest` knows: a request for one of them whose decode fell through to a
-/// custom request had params that do not fit it.
-const KNOWN_METHODS: &[&str] = &[
-    "initialize",
-    "ping",
-    "server/discover",
-    "completion/complete",
-    "logging/setLevel",
-    "prompts/get",
-    "prompts/list",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "resources/directory/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "subscriptions/listen",
-    "tools/call",
-    "tools/list",
-    "tasks/get",
-    "tasks/update",
-    "tasks/cancel",
-    "skills/list",
-    "skills/get",
-];
+/// The methods of rmcp's `ClientRequest` variants (all but `CustomRequest`), spelled by rmcp's own method types.
+const KNOWN_METHODS: [&str; 21] = {
+    use rmcp::model::*;
+    [
+        InitializeResultMethod::VALUE,
+        PingRequestMethod::VALUE,
+        DiscoverRequestMethod::VALUE,
+        CompleteRequestMethod::VALUE,
+        SetLevelRequestMethod::VALUE,
+        GetPromptRequestMethod::VALUE,
+        ListPromptsRequestMethod::VALUE,
+        ListResourcesRequestMethod::VALUE,
+        ListResourceTemplatesRequestMethod::VALUE,
+        ReadResourceRequestMethod::VALUE,
+        ReadResourceDirectoryRequestMethod::VALUE,
+        SubscribeRequestMethod::VALUE,
+        UnsubscribeRequestMethod::VALUE,
+        SubscriptionsListenRequestMethod::VALUE,
+        CallToolRequestMethod::VALUE,
+        ListToolsRequestMethod::VALUE,
+        GetTaskMethod::VALUE,
+        UpdateTaskMethod::VALUE,
+        CancelTaskMethod::VALUE,
+        ListSkillsRequestMethod::VALUE,
+        GetSkillRequestMethod::VALUE,
+    ]
+};
 
-/// Whether rmcp decodes `method` into a request type of its own (not a custom request).
+/// Whether rmcp decodes `method` into a request type of its own (not a custom request): a request for one of them
+/// whose decode fell through to a custom request had params that do not fit it.
 pub(crate) fn is_known_method(method: &str) -> bool {
     KNOWN_METHODS.contains(&method)
 }

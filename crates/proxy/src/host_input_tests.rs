@@ -301,3 +301,35 @@ fn a_value_then_garbage_is_a_parse_error() {
         assert!(answer["id"].is_null());
     }
 }
+
+#[test]
+fn the_known_methods_are_rmcp_s_own() {
+    for method in [
+        "initialize",
+        "ping",
+        "server/discover",
+        "completion/complete",
+        "logging/setLevel",
+        "prompts/get",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/directory/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "subscriptions/listen",
+        "tools/call",
+        "tools/list",
+        "tasks/get",
+        "tasks/update",
+        "tasks/cancel",
+        "skills/list",
+        "skills/get",
+    ] {
+        assert!(is_known_method(method), "{method}");
+    }
+    for method in ["tools/frobnicate", "vendor/x", "", "TOOLS/CALL"] {
+        assert!(!is_known_method(method), "{method}");
+    }
+}
