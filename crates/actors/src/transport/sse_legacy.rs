@@ -40,7 +40,8 @@ struct SseEvent {
     data: String,
 }
 
-/// Incremental `text/event-stream` parser.
+/// Incremental `text/event-stream` parser. Its own (the `sse-stream` crate rmcp brings has no bound on an event's
+/// size): an event or an unterminated line over [`MAX_EVENT_BYTES`] ends the stream instead of growing memory.
 #[derive(Default)]
 struct SseParser {
     buf: Vec<u8>,
