@@ -2,6 +2,9 @@
 //! actors publish into a shared [`StatusBoard`] (a lock-free map plus a broadcast channel), so `status()` never waits
 //! on an actor.
 
+// Hosts read every one of these types: each public item says what it is.
+#![warn(missing_docs)]
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -21,19 +24,25 @@ pub enum ServerState {
     Disabled,
     /// Not connected; metadata (if any) comes from the cache.
     Cached,
+    /// Spawning or connecting, then the handshake and discovery.
     Connecting,
+    /// Connected: calls run at once.
     Ready,
     /// Closing its connection (idle close, wedged, reconnect, shutdown).
     Draining,
     /// The last connect failed; the next attempt is not before `until`.
     Backoff {
+        /// When the next attempt may start.
         #[serde(with = "epoch_millis", rename = "untilMs")]
         until: SystemTime,
+        /// Failed attempts in a row, this one included.
         attempt: u32,
     },
+    /// An OAuth server without a usable token: `pimcp-run auth login NAME`.
     NeedsAuth,
     /// The crash-loop breaker is open: stays here until `connect` or a config change.
     Failed {
+        /// What the last failures said.
         reason: String,
     },
     /// Comes from a project file that is not trusted.
@@ -80,22 +89,30 @@ mod epoch_millis {
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct ServerStatus {
+    /// The configured server name.
     pub name: String,
+    /// Where its lifecycle is.
     #[serde(flatten)]
     pub state: ServerState,
     /// Human reason for the state (`exited with code 3 at start`, `idle`, `needs auth`, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Tools known (live or cached).
     pub tool_count: usize,
+    /// Resources known (live or cached).
     pub resource_count: usize,
+    /// Prompts known (live or cached).
     pub prompt_count: usize,
     /// `live`, `cache`, `stale-cache`, or absent when nothing is known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<crate::catalog::MetadataSource>,
+    /// The protocol version of the live (or last) connection, e.g. `2025-11-25`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<String>,
+    /// The category of the last error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error_category: Option<ErrorCategory>,
+    /// The last error's message (no secret values).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// Failures counted by the crash-loop breaker in its current window.
@@ -105,9 +122,12 @@ pub struct ServerStatus {
     pub uptime_ms: Option<u64>,
     /// When the state was entered (epoch ms).
     pub since_ms: u64,
+    /// Calls running now.
     pub in_flight: usize,
+    /// The server process (stdio; it leads the server's process group).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// `lazy`, `eager`, `keep-alive` or `lazy-keep-alive`.
     pub lifecycle: String,
     /// The server's `description` from the config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,12 +169,14 @@ impl ServerStatus {
 pub struct StatusSnapshot {
     /// `pimcp/status/v1`.
     pub schema: String,
+    /// When it was taken (epoch ms).
     pub taken_at_ms: u64,
     /// Sorted by name.
     pub servers: Vec<ServerStatus>,
 }
 
 impl StatusSnapshot {
+    /// The schema this version of the snapshot carries.
     pub const SCHEMA: &'static str = "pimcp/status/v1";
 
     /// A snapshot taken at `taken_at_ms` (epoch ms) of `servers`, sorted here by name.
@@ -167,6 +189,7 @@ impl StatusSnapshot {
         }
     }
 
+    /// The line of server `name`, if it is configured.
     pub fn server(&self, name: &str) -> Option<&ServerStatus> {
         self.servers.iter().find(|s| s.name == name)
     }
@@ -179,12 +202,20 @@ impl StatusSnapshot {
 pub enum RuntimeEvent {
     /// A server changed state.
     State {
+        /// The server.
         server: String,
+        /// Its new state.
         state: ServerState,
+        /// Why, in words (`idle`, `exited with code 3 at start`, …).
         reason: Option<String>,
     },
     /// The merged catalog changed (a server's tools/resources/prompts were (re)discovered or dropped).
-    CatalogChanged { version: u64, servers: Vec<String> },
+    CatalogChanged {
+        /// The catalog's version after the change (it only grows).
+        version: u64,
+        /// The servers whose part changed.
+        servers: Vec<String>,
+    },
 }
 
 /// A `notifications/message` an upstream server sent, its data redacted of every secret pimcp resolved
@@ -192,10 +223,13 @@ pub enum RuntimeEvent {
 #[derive(Debug, Clone, PartialEq)]
 #[allow(deprecated)] // logging is SEP-2577-deprecated but still on the wire
 pub struct ServerLogMessage {
+    /// The server that sent it.
     pub server: String,
+    /// Its severity.
     pub level: rmcp::model::LoggingLevel,
     /// The upstream's own logger name, if it gave one.
     pub logger: Option<String>,
+    /// The message's data, redacted.
     pub data: serde_json::Value,
 }
 
@@ -206,7 +240,12 @@ pub enum ServerNotice {
     /// `notifications/message`.
     Log(ServerLogMessage),
     /// `notifications/resources/updated`: a resource the runtime subscribed to changed.
-    ResourceUpdated { server: String, uri: String },
+    ResourceUpdated {
+        /// The server whose resource changed.
+        server: String,
+        /// The resource.
+        uri: String,
+    },
 }
 
 /// Capacity of the server-notice channel, created on first subscription: a chatty server makes a slow receiver
