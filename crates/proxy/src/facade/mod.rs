@@ -4,6 +4,9 @@
 //! [`SearchIndex`] per catalog snapshot (rebuilt when the runtime publishes a new catalog, never per query), one
 //! compiled argument validator per tool schema, and the [`SpillDir`] of the output guard.
 
+// Hosts read these types through `pimcp`: each public item says what it is.
+#![warn(missing_docs)]
+
 mod call;
 mod discovery;
 mod dispatch;
@@ -81,6 +84,7 @@ impl ProxyResponse {
         }
     }
 
+    /// Whether the result is an error (`isError: true`).
     pub fn is_error(&self) -> bool {
         self.result.is_error == Some(true)
     }
@@ -109,11 +113,15 @@ impl From<ProxyError> for ProxyResponse {
 /// One server's tools, as `mcp({server})` shows them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServerListing {
+    /// The server.
     pub server: String,
+    /// Its state as the texts name it.
     pub state: ServerState,
     /// Where the tools come from (`None`: nothing known).
     pub source: Option<MetadataSource>,
+    /// Its tools, sorted by name.
     pub tools: Vec<ToolDoc>,
+    /// The server's own instructions, if it gave any.
     pub instructions: Option<String>,
 }
 
@@ -129,8 +137,11 @@ impl ServerListing {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct ToolInfo {
+    /// Name, server, description and input schema.
     pub doc: ToolDoc,
+    /// The tool's display title, if it has one.
     pub title: Option<String>,
+    /// The tool's output schema, if it declares one.
     pub output_schema: Option<Value>,
     /// `Some(uri)` for a resource exposed as a `read_<name>` tool.
     pub resource_uri: Option<String>,
@@ -151,8 +162,11 @@ impl ToolInfo {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct SearchResultHit {
+    /// The tool.
     pub doc: ToolDoc,
+    /// Its ranking score (higher first; comparable within one query only).
     pub score: u32,
+    /// Why it matched, strongest first.
     pub kind: MatchKind,
 }
 
@@ -160,12 +174,17 @@ pub struct SearchResultHit {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct SearchOutcome {
+    /// This page's hits, best first.
     pub hits: Vec<SearchResultHit>,
     /// Matches on all pages.
     pub total: usize,
+    /// Where this page starts among all matches.
     pub offset: usize,
+    /// The page size asked for (clamped).
     pub limit: usize,
+    /// The offset of the next page, when more remain.
     pub next_offset: Option<usize>,
+    /// Servers that were not searched (disabled, failed, needing auth…), with their state.
     pub skipped: Vec<SkippedServer>,
     text: String,
 }
@@ -182,6 +201,7 @@ impl SearchOutcome {
 pub struct PromptEntry {
     /// The exposed name.
     pub name: String,
+    /// The server it comes from.
     pub server: String,
     /// The upstream prompt (its `name` is the upstream name).
     pub prompt: Prompt,
@@ -343,6 +363,7 @@ impl Proxy {
         let _ = self.inner.bridge.set(bridge.clone());
     }
 
+    /// The runtime the proxy calls through.
     pub fn runtime(&self) -> &RuntimeHandle {
         &self.inner.runtime
     }

@@ -53,6 +53,9 @@
 //! `.` makes the Unicode compiler allocate a 320 KB table for the compile), and the last few compiled patterns are
 //! kept for repeated queries.
 
+// Hosts read these types through `pimcp`: each public item says what it is.
+#![warn(missing_docs)]
+
 mod index;
 mod rank;
 mod regex_search;
@@ -135,6 +138,7 @@ pub struct ToolDoc {
     pub original_name: String,
     /// Configured server name.
     pub server: String,
+    /// The tool's description as the server gave it.
     pub description: String,
     /// The server's `searchKeywords` for this tool.
     pub keywords: Vec<String>,
@@ -192,12 +196,15 @@ pub fn doc_schema(schema: Value) -> ToolSchema {
 /// A search request; build with [`SearchQuery::new`] and the `with_*` methods.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchQuery {
+    /// Words (ranked), a pattern (`regex`), or empty with `server` (that server's tools).
     pub text: String,
     /// Restrict to one server.
     pub server: Option<String>,
     /// Treat `text` as a regular expression.
     pub regex: bool,
+    /// Page size (clamped to `1..=MAX_LIMIT`).
     pub limit: usize,
+    /// Where the page starts among all matches.
     pub offset: usize,
 }
 
@@ -213,21 +220,25 @@ impl SearchQuery {
         }
     }
 
+    /// Only tools of `server`.
     pub fn with_server(mut self, server: impl Into<String>) -> Self {
         self.server = Some(server.into());
         self
     }
 
+    /// `text` as a regular expression (`true`) or words.
     pub fn with_regex(mut self, regex: bool) -> Self {
         self.regex = regex;
         self
     }
 
+    /// Another page size.
     pub fn with_limit(mut self, limit: usize) -> Self {
         self.limit = limit;
         self
     }
 
+    /// Another page start.
     pub fn with_offset(mut self, offset: usize) -> Self {
         self.offset = offset;
         self
@@ -256,14 +267,18 @@ pub enum MatchKind {
 /// One result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchHit<'a> {
+    /// The tool.
     pub doc: &'a ToolDoc,
+    /// Its ranking score (higher first; comparable within one query only).
     pub score: u32,
+    /// Why it matched.
     pub kind: MatchKind,
 }
 
 /// One page of results.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchPage<'a> {
+    /// This page's hits, best first.
     pub hits: Vec<SearchHit<'a>>,
     /// All matches, on every page.
     pub total: usize,
@@ -278,9 +293,11 @@ pub struct SearchPage<'a> {
 /// The outcome of looking a name up with [`SearchIndex::find`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Lookup<'a> {
+    /// The one tool the name means.
     Found(&'a ToolDoc),
     /// The name matches tools on several servers at the same precedence; pass `server`.
     Ambiguous(Vec<&'a ToolDoc>),
+    /// No tool has that name.
     NotFound,
 }
 
@@ -357,10 +374,12 @@ impl SearchIndex {
         &self.docs
     }
 
+    /// The number of tools indexed.
     pub fn len(&self) -> usize {
         self.docs.len()
     }
 
+    /// Whether no tool is indexed.
     pub fn is_empty(&self) -> bool {
         self.docs.is_empty()
     }

@@ -1,5 +1,8 @@
 //! Error categories and error results: [`Category`], [`with_category`], [`text_result`] and [`ProxyError`].
 
+// Hosts read these types through `pimcp`: each public item says what it is.
+#![warn(missing_docs)]
+
 use std::fmt;
 
 use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
@@ -12,25 +15,34 @@ use crate::error::Error;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Category {
+    /// The server needs an OAuth login (`pimcp-run auth login NAME`), or its authorization failed.
     NeedsAuth,
+    /// A call or request did not finish in time.
     Timeout,
     /// Transient transport error, server down or in backoff.
     Connection,
+    /// No tool of that name (the text suggests close ones).
     UnknownTool,
     /// Arguments or parameters do not match.
     Validation,
+    /// The host (or its user) declined the call, or could not be asked.
     Approval,
+    /// Missing variable, bad field, unknown or disabled server.
     Config,
+    /// The server comes from a project that is not trusted.
     Untrusted,
+    /// The server asked for input the host cannot give.
     InputRequired,
     /// The tool itself returned `isError`.
     ToolError,
     /// An `mcpScript` threw or reached one of its limits.
     Script,
+    /// Anything else (an internal failure).
     Other,
 }
 
 impl Category {
+    /// Every category.
     pub const ALL: [Category; 12] = [
         Category::NeedsAuth,
         Category::Timeout,
@@ -46,6 +58,7 @@ impl Category {
         Category::Other,
     ];
 
+    /// The wire spelling in `_meta["pimcp/category"]` (`needs-auth`, `timeout`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             Category::NeedsAuth => "needs-auth",
@@ -91,12 +104,16 @@ pub fn text_result(text: impl Into<String>) -> CallToolResult {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ProxyError {
+    /// What kind of failure.
     pub category: Category,
+    /// What went wrong, naming the server or tool.
     pub message: String,
+    /// What the model can do next, one line each.
     pub hints: Vec<String>,
 }
 
 impl ProxyError {
+    /// An error of `category` saying `message`, without hints.
     pub fn new(category: Category, message: impl Into<String>) -> Self {
         ProxyError {
             category,
@@ -105,6 +122,7 @@ impl ProxyError {
         }
     }
 
+    /// This error with one more hint.
     pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
         self.hints.push(hint.into());
         self
@@ -121,6 +139,7 @@ impl ProxyError {
         out
     }
 
+    /// The error as the `CallToolResult` a host receives (`isError`, the category in `_meta`).
     pub fn into_call_result(self) -> CallToolResult {
         with_category(
             CallToolResult::error(vec![ContentBlock::text(self.text())]),

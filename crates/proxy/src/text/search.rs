@@ -1,5 +1,8 @@
 //! The search text: ranked hits, the paging footer and the servers that were not searched.
 
+// Hosts read these types through `pimcp`: each public item says what it is.
+#![warn(missing_docs)]
+
 use super::{SEARCH_DESCRIPTION_CHARS, ServerState, one_line, plural, quoted};
 use crate::search::{MatchKind, SearchPage, SearchQuery};
 use crate::shapes::DEFAULT_SHAPE_CHARS;
@@ -10,7 +13,9 @@ pub const APPROVAL_MARK: &str = " [needs approval]";
 /// A server a search did not cover, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SkippedServer {
+    /// The server.
     pub name: String,
+    /// Why it was not searched.
     pub state: ServerState,
 }
 
