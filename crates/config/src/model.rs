@@ -300,18 +300,29 @@ impl SourceKind {
 pub struct ServerConfig {
     /// The key in `mcpServers` (for plugins: `<plugin>__<server>`).
     pub name: String,
+    /// How to reach it: a command (stdio), a URL (HTTP) or a Unix socket.
     pub transport: Transport,
+    /// Headers, bearer token or OAuth for HTTP servers.
     pub auth: AuthConfig,
+    /// `lifecycle`: when it starts and whether it idles out.
     pub lifecycle: Lifecycle,
+    /// Startup, request, tool and idle timeouts.
     pub timeouts: Timeouts,
+    /// `protocolVersion`: which protocol era to speak.
     pub protocol: ProtocolMode,
+    /// Whether it may run: available, disabled, untrusted or misconfigured.
     pub availability: Availability,
+    /// `description`: what the server offers, for the model's server directory.
     pub description: Option<String>,
+    /// `exposeResources` (default `true`): resources become `read_<name>` tools.
     pub expose_resources: bool,
+    /// `directTools`: tools exposed beside `mcp` (overrides the setting).
     pub direct_tools: Option<DirectTools>,
+    /// `toolPrefix` (overrides the setting).
     pub tool_prefix: Option<ToolPrefix>,
     /// Globs; exclude applies after include. `allowedTools` is an alias of include.
     pub include_tools: Vec<String>,
+    /// `excludeTools`: globs, applied after `includeTools`.
     pub exclude_tools: Vec<String>,
     /// `hidden` exposure: proxy-only even if directTools says otherwise.
     pub hidden: bool,
@@ -321,9 +332,11 @@ pub struct ServerConfig {
     pub tool_exposure: Vec<(String, String)>,
     /// `{ "<tool|prefixed|glob>": ["keyword", …] }`: boosts search only.
     pub search_keywords: BTreeMap<String, Vec<String>>,
+    /// `approveTools`: calls needing the host's approval (overrides the setting).
     pub approve_tools: Option<ApproveTools>,
     /// Show server stderr live.
     pub debug: bool,
+    /// `trace`: this server's protocol trace on or off (`None`: as `settings.trace` says).
     pub trace: Option<bool>,
     /// Which source defined the server last.
     pub origin: Origin,
@@ -416,25 +429,41 @@ pub enum TokenStoreKind {
 /// Global `settings`, merged shallowly per key (later file wins per key).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
+    /// `toolPrefix`: how exposed tool names are prefixed (default `server`).
     pub tool_prefix: ToolPrefix,
+    /// `idleTimeout`: when lazy servers close after their last use (default 10 min).
     pub idle_timeout: Option<Duration>,
+    /// `requestTimeoutMs` for every server that does not set its own.
     pub request_timeout: Option<Duration>,
+    /// `directTools`: tools exposed beside `mcp`.
     pub direct_tools: DirectTools,
+    /// `freezeDirectTools`: keep the direct-tool surface fixed across reconnects and `list_changed`.
     pub freeze_direct_tools: bool,
+    /// `disableProxyTool`: only direct tools, no `mcp` tool.
     pub disable_proxy_tool: bool,
+    /// `approveTools`: `true` or globs over prefixed tool names whose calls need approval.
     pub approve_tools: ApproveTools,
     /// `None` = disabled (`outputGuard: false` or `MCP_OUTPUT_GUARD=0`).
     pub output_guard: Option<OutputGuard>,
+    /// `trace`: the JSONL protocol trace.
     pub trace: TraceSettings,
+    /// `hostConfigDiscovery`: whether other hosts' MCP configs are detected or imported.
     pub host_config_discovery: HostConfigDiscovery,
+    /// `agentPluginPaths`: Agent Plugin directories to load servers from.
     pub agent_plugin_paths: Vec<PathBuf>,
+    /// `tokenStore`: where OAuth tokens live (`keyring` or `file`).
     pub token_store: TokenStoreKind,
     /// `oauthDir`: where legacy plaintext token files are imported from (`MCP_OAUTH_DIR` wins).
     pub oauth_dir: Option<PathBuf>,
+    /// `autoAuth`: start OAuth on `needs-auth` and retry once.
     pub auto_auth: bool,
+    /// `sampling`: `Some(false)` refuses servers' sampling requests; `None`: on when the host handles them.
     pub sampling: Option<bool>,
+    /// `samplingAutoApprove`: sampling requests reach the host's model without asking for approval.
     pub sampling_auto_approve: bool,
+    /// `elicitation`: `Some(false)` refuses servers' elicitation requests; `None`: on when the host handles them.
     pub elicitation: Option<bool>,
+    /// `warmCache`: connect every enabled server once at startup.
     pub warm_cache: bool,
     /// Health-check interval for keep-alive modes (default 30 s).
     pub health_interval: Duration,
