@@ -121,27 +121,36 @@ fn checker_rejects_an_upward_arrow() {
     assert_eq!(violations(&edges).len(), 3);
 }
 
-#[test]
-fn every_rust_file_opens_with_a_module_doc() -> anyhow::Result<()> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut missing = Vec::new();
-    let mut stack = vec![root.join("crates"), root.join("src"), root.join("tests")];
+/// The `.rs` files under `dirs` (those that exist), not descending into directories named in `skip`; sorted.
+fn rust_files(dirs: &[std::path::PathBuf], skip: &[&str]) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let mut files = Vec::new();
+    let mut stack: Vec<std::path::PathBuf> = dirs.iter().filter(|d| d.is_dir()).cloned().collect();
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir)? {
             let path = entry?.path();
             if path.is_dir() {
-                if path.file_name().is_some_and(|n| n != "target" && n != "node_modules") {
+                if path.file_name().is_some_and(|n| !skip.iter().any(|s| n == *s)) {
                     stack.push(path);
                 }
             } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path)?;
-                if !text.trim_start().starts_with("//!") {
-                    missing.push(path.strip_prefix(root)?.display().to_string());
-                }
+                files.push(path);
             }
         }
     }
-    missing.sort();
+    files.sort();
+    Ok(files)
+}
+
+#[test]
+fn every_rust_file_opens_with_a_module_doc() -> anyhow::Result<()> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut missing = Vec::new();
+    let dirs = ["crates", "src", "tests"].map(|d| root.join(d));
+    for path in rust_files(&dirs, &["target", "node_modules"])? {
+        if !std::fs::read_to_string(&path)?.trim_start().starts_with("//!") {
+            missing.push(path.strip_prefix(root)?.display().to_string());
+        }
+    }
     assert!(
         missing.is_empty(),
         "files without a `//!` header:\n{}",
@@ -157,28 +166,17 @@ const MAX_FILE_LINES: usize = 700;
 /// and are longer than `max` lines.
 fn long_files(root: &std::path::Path, max: usize) -> anyhow::Result<Vec<String>> {
     let mut long = Vec::new();
-    let mut stack: Vec<_> = ["crates", "src", "examples"]
-        .map(|d| root.join(d))
-        .into_iter()
-        .filter(|d| d.is_dir())
-        .collect();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-            if path.is_dir() {
-                if !matches!(name.as_str(), "target" | "node_modules" | "tests") {
-                    stack.push(path);
-                }
-            } else if name.ends_with(".rs") && name != "tests.rs" && !name.ends_with("_tests.rs") {
-                let lines = std::fs::read_to_string(&path)?.lines().count();
-                if lines > max {
-                    long.push(format!("{} ({lines} lines)", path.strip_prefix(root)?.display()));
-                }
-            }
+    let dirs = ["crates", "src", "examples"].map(|d| root.join(d));
+    for path in rust_files(&dirs, &["target", "node_modules", "tests"])? {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name == "tests.rs" || name.ends_with("_tests.rs") {
+            continue;
+        }
+        let lines = std::fs::read_to_string(&path)?.lines().count();
+        if lines > max {
+            long.push(format!("{} ({lines} lines)", path.strip_prefix(root)?.display()));
         }
     }
-    long.sort();
     Ok(long)
 }
 
@@ -218,51 +216,37 @@ fn ungated_os_calls(src: &std::path::Path) -> anyhow::Result<Vec<String>> {
         "\"/proc",
     ];
     let mut found = Vec::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                // `sys/` is a crate's OS layer; the token store's back ends are the keyrings of each OS.
-                if path.file_name().is_some_and(|n| n != "sys" && n != "store") {
-                    stack.push(path);
-                }
+    // `sys/` is a crate's OS layer; the token store's back ends are the keyrings of each OS.
+    for path in rust_files(&[src.to_path_buf()], &["sys", "store"])? {
+        let text = std::fs::read_to_string(&path)?;
+        // Everything after the OS-gated test module is test code for that OS.
+        let gated_tests = text.find("#[cfg(all(test, unix))]").unwrap_or(text.len());
+        let mut offset = 0;
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let start = offset;
+            offset += line.len() + 1;
+            if start >= gated_tests
+                || line.trim_start().starts_with("//")
+                || !OS_APIS.iter().any(|api| line.contains(api))
+            {
                 continue;
             }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path)?;
-            // Everything after the OS-gated test module is test code for that OS.
-            let gated_tests = text.find("#[cfg(all(test, unix))]").unwrap_or(text.len());
-            let mut offset = 0;
-            let lines: Vec<&str> = text.lines().collect();
-            for (i, line) in lines.iter().enumerate() {
-                let start = offset;
-                offset += line.len() + 1;
-                if start >= gated_tests
-                    || line.trim_start().starts_with("//")
-                    || !OS_APIS.iter().any(|api| line.contains(api))
-                {
-                    continue;
-                }
-                // A test function gated on the OS: its attribute is among the few lines above it.
-                let gated_fn = lines[..i]
-                    .iter()
-                    .rev()
-                    .take(40)
-                    .any(|l| l.trim_start().starts_with("#[cfg(unix)]"));
-                let in_tests = text[..start].contains("mod tests")
-                    || path
-                        .file_stem()
-                        .is_some_and(|n| n.to_string_lossy().ends_with("_tests"));
-                if !gated_fn || !in_tests {
-                    found.push(format!("{}:{}", path.display(), i + 1));
-                }
+            // A test function gated on the OS: its attribute is among the few lines above it.
+            let gated_fn = lines[..i]
+                .iter()
+                .rev()
+                .take(40)
+                .any(|l| l.trim_start().starts_with("#[cfg(unix)]"));
+            let in_tests = text[..start].contains("mod tests")
+                || path
+                    .file_stem()
+                    .is_some_and(|n| n.to_string_lossy().ends_with("_tests"));
+            if !gated_fn || !in_tests {
+                found.push(format!("{}:{}", path.display(), i + 1));
             }
         }
     }
-    found.sort();
     Ok(found)
 }
 
@@ -425,25 +409,17 @@ fn the_public_api_lists_items_signatures_and_fields() -> anyhow::Result<()> {
 /// root); a reference to a module's own ancestor (a child using its parent) is not an edge.
 fn module_graph(src: &std::path::Path) -> anyhow::Result<BTreeMap<String, std::collections::BTreeSet<String>>> {
     let mut files: BTreeMap<Vec<String>, std::path::PathBuf> = BTreeMap::new();
-    let mut stack = vec![src.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
-            if path.is_dir() {
-                stack.push(path);
-            } else if let Some(stem) = name.strip_suffix(".rs") {
-                if stem == "tests" || stem.ends_with("_tests") {
-                    continue;
-                }
-                let rel = path.strip_prefix(src)?.with_extension("");
-                let mut module: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
-                if matches!(stem, "mod" | "lib" | "main") {
-                    module.pop();
-                }
-                files.insert(module, path);
-            }
+    for path in rust_files(&[src.to_path_buf()], &[])? {
+        let stem = path.file_stem().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        if stem == "tests" || stem.ends_with("_tests") {
+            continue;
         }
+        let rel = path.strip_prefix(src)?.with_extension("");
+        let mut module: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        if matches!(stem.as_str(), "mod" | "lib" | "main") {
+            module.pop();
+        }
+        files.insert(module, path);
     }
     let resolve = |path: &[String]| -> Option<Vec<String>> {
         (1..=path.len())

@@ -112,7 +112,7 @@ impl Shared {
     }
 
     /// Sets the connect and call budgets from the configured servers' timeouts.
-    pub(crate) fn set_connect_budget(&self, servers: &[pimcp_config::ServerConfig]) {
+    pub(crate) fn set_budgets(&self, servers: &[pimcp_config::ServerConfig]) {
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let connect = servers
             .iter()

@@ -562,7 +562,7 @@ impl Runtime {
             cache_writes: Default::default(),
             resource_interest: Default::default(),
         });
-        shared.set_connect_budget(&config.servers);
+        shared.set_budgets(&config.servers);
         auth.attach(&shared);
         // Version 0 is the catalog being built above; the router starts from it instead of building it again.
         let (catalog_tx, catalog_rx) = watch::channel(Arc::new(Catalog::default()));

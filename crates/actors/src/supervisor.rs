@@ -140,7 +140,7 @@ impl SupervisorActor {
         st.shared.auth.reconfigure(config.clone());
         let old = st.config.clone();
         st.config = config.clone();
-        st.shared.set_connect_budget(&config.servers);
+        st.shared.set_budgets(&config.servers);
         if let Ok(mut names) = st.shared.configured.write() {
             *names = config.servers.iter().map(|s| s.name.clone()).collect();
         }
