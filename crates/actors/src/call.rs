@@ -12,86 +12,17 @@ use std::time::Duration;
 use rmcp::RoleClient;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, ContentBlock, InputRequest,
-    InputRequests, InputResponses, JsonObject, ListRootsResult, MetaObject, ReadResourceRequest,
-    ReadResourceRequestParams, ServerResult,
+    InputRequests, InputResponses, ListRootsResult, ReadResourceRequest, ReadResourceRequestParams, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::catalog::CatalogTool;
 use crate::error::{Error, Result};
-use crate::handler::{Handlers, ProgressRoutes};
-
-/// How long a call may run in total, as a multiple of its (progress-extended) timeout, unless
-/// [`CallOptions::max_total`] says otherwise.
-pub const DEFAULT_MAX_TOTAL_FACTOR: u32 = 10;
-
-/// Per-call options.
-#[derive(Debug, Clone, Default)]
-pub struct CallOptions {
-    /// Resolve the tool name within this server only.
-    pub server: Option<String>,
-    /// Overrides the server's `timeouts.tool`. Each progress notification restarts it.
-    pub timeout: Option<Duration>,
-    /// Hard cap regardless of progress (default [`DEFAULT_MAX_TOTAL_FACTOR`] × timeout).
-    pub max_total: Option<Duration>,
-    /// Cancelling it abandons the call and sends `notifications/cancelled` to the server.
-    pub cancel: Option<CancellationToken>,
-    /// Receives the server's `notifications/progress` for this call (each also restarts its timeout).
-    pub progress: Option<tokio::sync::mpsc::UnboundedSender<CallProgress>>,
-}
-
-/// One `notifications/progress` a server sent about a call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CallProgress {
-    pub progress: f64,
-    pub total: Option<f64>,
-    pub message: Option<String>,
-}
-
-/// What a call returned.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolOutput {
-    pub server: String,
-    /// The exposed name.
-    pub tool: String,
-    /// The upstream name (or `read_<resource>`).
-    pub original: String,
-    pub content: Vec<ContentBlock>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub structured_content: Option<serde_json::Value>,
-    pub is_error: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub meta: Option<MetaObject>,
-}
-
-impl ToolOutput {
-    /// All text blocks joined by newlines.
-    pub fn text(&self) -> String {
-        self.content
-            .iter()
-            .filter_map(|c| match c {
-                ContentBlock::Text(t) => Some(t.text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-}
-
-/// What the ServerActor learns from a finished call.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct CallReport {
-    /// The server answered (a result or a JSON-RPC error): it is alive, even if busy.
-    pub responded: bool,
-    /// The transport died under the call.
-    pub transport_dead: bool,
-    /// The server refused the call's token (401/403) and the auth layer could not renew it.
-    pub needs_auth: bool,
-}
+use crate::host::Handlers;
+use crate::job::{CallJob, CallReport, DEFAULT_MAX_TOTAL_FACTOR, ToolOutput};
+use crate::progress::{CallProgress, ProgressRoutes};
 
 /// Tokens a call task watches besides its own response.
 #[derive(Debug, Clone)]
@@ -131,14 +62,6 @@ const CALL_END_SLACK: Duration = Duration::from_secs(5);
 
 /// Maximum `input_required` rounds one call may take.
 pub(crate) const MAX_INPUT_ROUNDS: usize = 8;
-
-pub(crate) struct CallJob {
-    pub tool: Arc<CatalogTool>,
-    pub args: Option<JsonObject>,
-    pub opts: CallOptions,
-    /// The caller's span (a proxy request): parent of the `tool_call` span, also when the call waits for a connect.
-    pub span: tracing::Span,
-}
 
 /// Runs one call to completion. Never panics, always returns a result or a categorized error.
 pub(crate) async fn run_call(
@@ -534,7 +457,7 @@ pub(crate) async fn fulfil(
         let value = match request {
             InputRequest::CreateMessage(r) => match (&input.handlers.sampling, input.allow_sampling) {
                 (Some(h), true) => match async {
-                    crate::handler::sampling_approved(&input.handlers, server, input.sampling_auto_approve).await?;
+                    crate::host::sampling_approved(&input.handlers, server, input.sampling_auto_approve).await?;
                     h.create_message(server, r.params).await
                 }
                 .await

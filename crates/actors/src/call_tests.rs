@@ -11,8 +11,10 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::handler::{Handlers, ProgressRoutes};
+use crate::host::Handlers;
+use crate::job::CallOptions;
 use crate::process::{GuardianMode, ProcessOptions};
+use crate::progress::ProgressRoutes;
 use crate::schema::ToolSchema;
 use crate::transport::{ConnectSpec, Connection, SharedHttp, connect};
 

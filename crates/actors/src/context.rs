@@ -10,16 +10,14 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use dashmap::DashMap;
 use pimcp_config::Settings;
-use ractor::ActorRef;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::MetadataCache;
 use crate::catalog::{MetadataSource, ServerMetadata};
-use crate::handler::Handlers;
+use crate::handles::{RouterHandle, ServerHandle};
+use crate::host::Handlers;
 use crate::policy::Tuning;
 use crate::process::ProcessOptions;
-use crate::router::RouterMsg;
-use crate::server::ServerMsg;
 use crate::status::StatusBoard;
 use crate::trace::TraceSink;
 
@@ -42,11 +40,11 @@ pub(crate) struct Shared {
     /// model-facing status and errors; replaced on reconfigure.
     pub problems: RwLock<Arc<[pimcp_config::ConfigProblem]>>,
     /// Current ServerActor of each server (replaced on restart).
-    pub registry: DashMap<String, ActorRef<ServerMsg>>,
+    pub registry: DashMap<String, ServerHandle>,
     /// The call lane of each server's current actor: callers run calls on a ready connection through it.
     pub lanes: DashMap<String, Arc<crate::lane::Lane>>,
     /// The current RouterActor (replaced on restart).
-    pub router: RwLock<Option<ActorRef<RouterMsg>>>,
+    pub router: RwLock<Option<RouterHandle>>,
     /// Every server's last known metadata, kept here so a restarted router or server actor starts from it.
     pub known: Mutex<BTreeMap<String, (Arc<ServerMetadata>, MetadataSource)>>,
     /// Root of the cancellation tree; each ServerActor holds a child.
@@ -56,7 +54,7 @@ pub(crate) struct Shared {
     pub connect_budget_ms: std::sync::atomic::AtomicU64,
     /// Longest hard cap of a call on any server (`timeouts.tool` × [`DEFAULT_MAX_TOTAL_FACTOR`]), in ms.
     ///
-    /// [`DEFAULT_MAX_TOTAL_FACTOR`]: crate::call::DEFAULT_MAX_TOTAL_FACTOR
+    /// [`DEFAULT_MAX_TOTAL_FACTOR`]: crate::job::DEFAULT_MAX_TOTAL_FACTOR
     pub call_budget_ms: std::sync::atomic::AtomicU64,
     /// `(server, original tool)` pairs the host allowed for this session.
     pub approvals: DashMap<(String, String), ()>,
@@ -103,9 +101,9 @@ impl Shared {
     /// How long a call through the router may wait for its answer: finding the tool (connecting its server), the
     /// host's approval, then the call's own hard cap, with [`CONTROL_REPLY_SLACK`](CONTROL_REPLY_SLACK)
     /// on top.
-    pub(crate) fn call_reply_timeout(&self, opts: &crate::call::CallOptions) -> std::time::Duration {
+    pub(crate) fn call_reply_timeout(&self, opts: &crate::job::CallOptions) -> std::time::Duration {
         let call = opts.max_total.unwrap_or_else(|| match opts.timeout {
-            Some(t) => t.saturating_mul(crate::call::DEFAULT_MAX_TOTAL_FACTOR),
+            Some(t) => t.saturating_mul(crate::job::DEFAULT_MAX_TOTAL_FACTOR),
             None => std::time::Duration::from_millis(self.call_budget_ms.load(Ordering::Relaxed)),
         });
         self.control_timeout() + self.tuning.approval_wait + call + CONTROL_REPLY_SLACK
@@ -122,7 +120,7 @@ impl Shared {
         self.connect_budget_ms.store(ms(connect), Ordering::Relaxed);
         let call = servers
             .iter()
-            .map(|s| s.timeouts.tool.saturating_mul(crate::call::DEFAULT_MAX_TOTAL_FACTOR))
+            .map(|s| s.timeouts.tool.saturating_mul(crate::job::DEFAULT_MAX_TOTAL_FACTOR))
             .max()
             .unwrap_or_default();
         self.call_budget_ms.store(ms(call), Ordering::Relaxed);
@@ -132,14 +130,14 @@ impl Shared {
         self.shutting_down.load(Ordering::SeqCst)
     }
 
-    pub(crate) fn router(&self) -> Option<ActorRef<RouterMsg>> {
+    pub(crate) fn router(&self) -> Option<RouterHandle> {
         match self.router.read() {
             Ok(g) => g.clone(),
             Err(p) => p.into_inner().clone(),
         }
     }
 
-    pub(crate) fn set_router(&self, router: ActorRef<RouterMsg>) {
+    pub(crate) fn set_router(&self, router: RouterHandle) {
         match self.router.write() {
             Ok(mut g) => *g = Some(router),
             Err(p) => *p.into_inner() = Some(router),
@@ -175,7 +173,7 @@ impl Shared {
         }
     }
 
-    pub(crate) fn server_ref(&self, name: &str) -> Option<ActorRef<ServerMsg>> {
+    pub(crate) fn server_ref(&self, name: &str) -> Option<ServerHandle> {
         self.registry.get(name).map(|r| r.clone())
     }
 }

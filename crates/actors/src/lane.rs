@@ -7,14 +7,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ractor::ActorRef;
 use rmcp::RoleClient;
 use rmcp::service::Peer;
 use tracing::Instrument;
 
-use crate::call::{CallGuards, CallJob, InputContext, ToolOutput, run_call};
+use crate::call::{CallGuards, InputContext, run_call};
 use crate::error::Result;
-use crate::server::ServerMsg;
+use crate::handles::ServerHandle;
+use crate::job::{CallJob, ToolOutput};
+use crate::msg::ServerRequest;
 
 /// Everything a call on the current connection needs; cloned per call (reference counts only).
 #[derive(Clone)]
@@ -25,10 +26,10 @@ pub(crate) struct LiveCall {
     pub timeout: Duration,
     pub retry_delays: Arc<[Duration]>,
     pub input: InputContext,
-    pub actor: ActorRef<ServerMsg>,
+    pub actor: ServerHandle,
 }
 
-/// One per ServerActor; shared with [`crate::runtime::RuntimeHandle`] through `Shared::lanes`.
+/// One per ServerActor; shared with [`crate::RuntimeHandle`] through `Shared::lanes`.
 pub(crate) struct Lane {
     server: String,
     /// `Some` while the server is `ready` with a live connection.
@@ -174,7 +175,7 @@ impl Lane {
         }
         drop(ticket);
         if report.transport_dead || report.needs_auth {
-            let _ = actor.send_message(ServerMsg::CallReport { generation, report });
+            let _ = actor.send(ServerRequest::CallReport { generation, report });
         }
         result
     }

@@ -7,13 +7,18 @@ mod auth;
 mod cache;
 mod call;
 mod catalog;
+mod client;
 mod context;
 mod error;
-mod handler;
+mod handles;
+mod host;
+mod job;
 mod lane;
+mod msg;
 mod naming;
 mod policy;
 pub mod process;
+mod progress;
 mod requests;
 mod resource_interest;
 mod router;
@@ -30,16 +35,16 @@ pub mod transport;
 
 pub use auth::{AUTO_AUTH_WAIT, AuthMode, AuthOptions, AuthStatus, PendingLogin, ServerAuthStatus, TokenSource};
 pub use cache::{CACHE_FILE_NAME, CACHE_MAX_AGE, CACHE_VERSION, CacheEntry, CacheFile, Freshness, MetadataCache};
-pub use call::{CallOptions, CallProgress, DEFAULT_MAX_TOTAL_FACTOR, ToolOutput};
 pub use catalog::{
     Catalog, CatalogTool, MetadataSource, Resolution, ServerCatalog, ServerInput, ServerMetadata, ToolInfo,
 };
 pub use context::CONTROL_REPLY_SLACK;
 pub use error::{Cause, Error, ErrorCategory, Result};
-pub use handler::{
+pub use host::{
     ApprovalDecision, ApprovalHandler, ApprovalKind, ApprovalRequest, ElicitationHandler, Handlers, RootsProvider,
     SamplingHandler,
 };
+pub use job::{CallOptions, DEFAULT_MAX_TOTAL_FACTOR, ToolOutput};
 pub use naming::{
     Glob, ToolFilter, format_tool_name, resource_tool_name, sanitize_server, server_prefix, tool_candidates,
 };
@@ -49,6 +54,7 @@ pub use policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker, Tuning};
 pub use process::{
     GUARDIAN_ARG, GUARDIAN_BINARY, GuardianMode, ProcessOptions, StderrTail, guardian_main_if_requested,
 };
+pub use progress::CallProgress;
 pub use router::{DISCOVERY_CONCURRENCY, MAX_DISCOVERY_STARTS, approval_required};
 pub use runtime::{RECONFIGURE_REPLY_TIMEOUT, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
 pub use schema::ToolSchema;

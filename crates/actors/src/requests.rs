@@ -4,8 +4,8 @@
 use rmcp::model::JsonObject;
 
 use crate::error::{Error, Result};
+use crate::msg::ServerRequest;
 use crate::runtime::RuntimeHandle;
-use crate::server::ServerMsg;
 
 impl RuntimeHandle {
     /// `prompts/get` on one server (connecting it first when needed), within its request timeout.
@@ -67,7 +67,7 @@ impl RuntimeHandle {
     #[allow(deprecated)] // resources/unsubscribe is legacy-only in rmcp
     pub async fn unsubscribe_resource(&self, server: &str, uri: &str) -> Result<()> {
         self.shared.resource_interest.remove(server, uri);
-        let Some((peer, timeout)) = self.control(server, |reply| ServerMsg::LivePeer { reply }).await? else {
+        let Some((peer, timeout)) = self.control(server, |reply| ServerRequest::LivePeer { reply }).await? else {
             return Ok(());
         };
         if peer
@@ -94,8 +94,8 @@ impl RuntimeHandle {
     /// The live peer of `server` (connecting it when needed; one retry if it closes in between).
     async fn live_peer(&self, server: &str) -> Result<(rmcp::service::Peer<rmcp::RoleClient>, std::time::Duration)> {
         for _ in 0..2 {
-            self.control(server, |reply| ServerMsg::Ensure { reply }).await??;
-            if let Some(live) = self.control(server, |reply| ServerMsg::LivePeer { reply }).await? {
+            self.control(server, |reply| ServerRequest::Ensure { reply }).await??;
+            if let Some(live) = self.control(server, |reply| ServerRequest::LivePeer { reply }).await? {
                 return Ok(live);
             }
         }

@@ -12,13 +12,14 @@ use rmcp::model::JsonObject;
 use tokio::sync::{Semaphore, oneshot, watch};
 use tracing::Instrument as _;
 
-use crate::call::{CallJob, CallOptions, ToolOutput};
 use crate::catalog::{Catalog, CatalogTool, MetadataSource, Resolution, ServerInput, ServerMetadata};
 use crate::context::Shared;
 use crate::error::{Error, Result};
-use crate::handler::{ApprovalDecision, ApprovalKind, ApprovalRequest};
+use crate::handles::ServerHandle;
+use crate::host::{ApprovalDecision, ApprovalKind, ApprovalRequest};
+use crate::job::{CallJob, CallOptions, ToolOutput};
+use crate::msg::{Attempt, RouterMsg, ServerRequest};
 use crate::naming::{Glob, tool_candidates};
-use crate::server::ServerMsg;
 use crate::status::RuntimeEvent;
 
 /// The most servers one request starts to look for a name the catalog does not know (a typo, or a tool of a server
@@ -28,38 +29,6 @@ pub const MAX_DISCOVERY_STARTS: usize = 8;
 
 /// The most discovery connects running at once across all requests (a semaphore the router holds).
 pub const DISCOVERY_CONCURRENCY: usize = 8;
-
-pub(crate) enum RouterMsg {
-    /// A server's metadata changed (`None`: nothing known any more).
-    Metadata {
-        server: String,
-        metadata: Option<(Arc<ServerMetadata>, MetadataSource)>,
-    },
-    /// Resolve a name, discovering lazily when needed.
-    Resolve {
-        name: String,
-        server: Option<String>,
-        attempt: Attempt,
-        reply: oneshot::Sender<Result<Arc<CatalogTool>>>,
-    },
-    /// Resolve and forward a call to the tool's ServerActor.
-    Call {
-        name: String,
-        args: Option<JsonObject>,
-        opts: CallOptions,
-        attempt: Attempt,
-        reply: oneshot::Sender<Result<ToolOutput>>,
-    },
-    /// Replace the configuration (servers added/removed/changed by the supervisor).
-    Reconfigure { config: Arc<Config> },
-}
-
-/// First resolution, or the one after a discovery round (with the errors servers gave while connecting).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Attempt {
-    discovered: bool,
-    errors: Vec<(String, Error)>,
-}
 
 pub(crate) struct RouterArgs {
     pub config: Arc<Config>,
@@ -95,11 +64,10 @@ fn forward(
     let server = tool.server.clone();
     match shared.server_ref(&server) {
         Some(actor) => {
-            if let Err(ractor::MessagingErr::SendErr(ServerMsg::Call { reply, .. })) =
-                actor.send_message(ServerMsg::Call {
-                    job: CallJob { tool, args, opts, span },
-                    reply,
-                })
+            if let Err(undelivered) = actor.send(ServerRequest::Call {
+                job: CallJob { tool, args, opts, span },
+                reply,
+            }) && let ractor::MessagingErr::SendErr(ServerRequest::Call { reply, .. }) = *undelivered
             {
                 // The message (and its reply port) comes back inside the error.
                 let _ = reply.send(Err(Error::Connection {
@@ -253,7 +221,7 @@ impl RouterActor {
     ) {
         servers.truncate(MAX_DISCOVERY_STARTS);
         let permits = st.discovery.clone();
-        let refs: Vec<(String, Option<ActorRef<ServerMsg>>)> = servers
+        let refs: Vec<(String, Option<ServerHandle>)> = servers
             .into_iter()
             .map(|s| {
                 let r = st.shared.server_ref(&s);
@@ -273,7 +241,7 @@ impl RouterActor {
                     // Held until the server answered (connected or failed); never closed, so `acquire` only waits.
                     let _permit = permits.acquire_owned().await.ok();
                     let (tx, rx) = oneshot::channel();
-                    if actor.send_message(ServerMsg::Ensure { reply: tx }).is_err() {
+                    if actor.send(ServerRequest::Ensure { reply: tx }).is_err() {
                         return Some((
                             name.clone(),
                             Error::Connection {

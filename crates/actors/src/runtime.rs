@@ -17,15 +17,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{AuthHandle, AuthOptions};
 use crate::cache::{Freshness, MetadataCache};
-use crate::call::{CallJob, CallOptions, ToolOutput};
 use crate::catalog::{Catalog, CatalogTool, MetadataSource, Resolution};
 use crate::context::{CONTROL_REPLY_SLACK, Shared};
 use crate::error::{Error, Result};
-use crate::handler::Handlers;
+use crate::handles::{RouterHandle, ServerHandle};
+use crate::host::Handlers;
+use crate::job::{CallJob, CallOptions, ToolOutput};
+use crate::msg::ServerRequest;
 use crate::policy::Tuning;
 use crate::process::ProcessOptions;
-use crate::router::{Attempt, RouterMsg, build_catalog};
-use crate::server::ServerMsg;
+use crate::router::build_catalog;
 use crate::status::{RuntimeEvent, StatusBoard, StatusSnapshot};
 use crate::supervisor::{SupArgs, SupMsg, SupervisorActor};
 
@@ -169,24 +170,9 @@ impl RuntimeHandle {
     /// [`RuntimeHandle::describe`] scoped to one server (`None`: all).
     pub async fn resolve(&self, name: &str, server: Option<&str>) -> Result<Arc<CatalogTool>> {
         self.check_running()?;
-        let router = self.router()?;
-        let (tx, rx) = oneshot::channel();
-        router
-            .send_message(RouterMsg::Resolve {
-                name: name.to_owned(),
-                server: server.map(str::to_owned),
-                attempt: Attempt::default(),
-                reply: tx,
-            })
-            .map_err(|_| Error::actor("the router is not running"))?;
-        match tokio::time::timeout(self.shared.control_timeout(), rx).await {
-            Ok(reply) => reply.map_err(|_| Error::actor("the router dropped the request"))?,
-            Err(_) => Err(Error::OperationTimeout {
-                server: server.unwrap_or("*").to_owned(),
-                operation: format!("resolving `{name}`"),
-                after: self.shared.control_timeout(),
-            }),
-        }
+        self.router()?
+            .resolve(name, server, self.shared.control_timeout())
+            .await
     }
 
     /// Calls a tool by name. Always ends with a result or a categorized error.
@@ -208,26 +194,8 @@ impl RuntimeHandle {
             };
             return lane.run(live, ticket, job).await;
         }
-        let router = self.router()?;
-        let (tx, rx) = oneshot::channel();
         let bound = self.shared.call_reply_timeout(&opts);
-        router
-            .send_message(RouterMsg::Call {
-                name: name.to_owned(),
-                args,
-                opts,
-                attempt: Attempt::default(),
-                reply: tx,
-            })
-            .map_err(|_| Error::actor("the router is not running"))?;
-        match tokio::time::timeout(bound, rx).await {
-            Ok(reply) => reply.map_err(|_| Error::actor("the call was dropped by a stopping actor"))?,
-            Err(_) => Err(Error::OperationTimeout {
-                server: "*".to_owned(),
-                operation: format!("calling `{name}`"),
-                after: bound,
-            }),
-        }
+        self.router()?.call(name, args, opts, bound).await
     }
 
     /// Follows a task that a call to `tool` left running ([`Error::TaskPending`]) until it ends or `opts.timeout`
@@ -272,7 +240,7 @@ impl RuntimeHandle {
 
     /// Connects a server (no-op when ready), closing its crash-loop breaker; waits for discovery.
     pub async fn connect(&self, server: &str) -> Result<()> {
-        self.control(server, |reply| ServerMsg::Connect { force: false, reply })
+        self.control(server, |reply| ServerRequest::Connect { force: false, reply })
             .await??;
         self.catalog_settled(server).await;
         Ok(())
@@ -289,7 +257,7 @@ impl RuntimeHandle {
         let actor = self.shared.server_ref(server).ok_or_else(|| Error::UnknownServer {
             server: server.to_owned(),
         })?;
-        actor.send_message(ServerMsg::Warm).map_err(|_| Error::Connection {
+        actor.send(ServerRequest::Warm).map_err(|_| Error::Connection {
             server: server.to_owned(),
             message: "server actor is restarting".into(),
             source: None,
@@ -298,7 +266,7 @@ impl RuntimeHandle {
 
     /// Tears down a live connection and connects again.
     pub async fn reconnect(&self, server: &str) -> Result<()> {
-        self.control(server, |reply| ServerMsg::Connect { force: true, reply })
+        self.control(server, |reply| ServerRequest::Connect { force: true, reply })
             .await??;
         self.catalog_settled(server).await;
         Ok(())
@@ -317,18 +285,18 @@ impl RuntimeHandle {
     /// down: keep-alive servers reconnect, others fall back to `cached`.
     pub fn revalidate(&self) {
         for entry in self.shared.registry.iter() {
-            let _ = entry.value().send_message(ServerMsg::Revalidate);
+            let _ = entry.value().send(ServerRequest::Revalidate);
         }
     }
 
     /// Disconnects and disables a server for this run.
     pub async fn disable(&self, server: &str) -> Result<()> {
-        self.control(server, |reply| ServerMsg::Disable { reply }).await
+        self.control(server, |reply| ServerRequest::Disable { reply }).await
     }
 
     /// Re-enables a server disabled with [`RuntimeHandle::disable`].
     pub async fn enable(&self, server: &str) -> Result<()> {
-        self.control(server, |reply| ServerMsg::Enable { reply }).await
+        self.control(server, |reply| ServerRequest::Enable { reply }).await
     }
 
     /// Applies a new configuration (a reload): removed servers stop, changed servers restart (closing any
@@ -359,33 +327,18 @@ impl RuntimeHandle {
     pub(crate) async fn control<T>(
         &self,
         server: &str,
-        msg: impl FnOnce(oneshot::Sender<T>) -> ServerMsg,
+        request: impl FnOnce(oneshot::Sender<T>) -> ServerRequest,
     ) -> Result<T> {
         self.check_running()?;
         let actor = self.shared.server_ref(server).ok_or_else(|| Error::UnknownServer {
             server: server.to_owned(),
         })?;
-        let (tx, rx) = oneshot::channel();
-        actor.send_message(msg(tx)).map_err(|_| Error::Connection {
-            server: server.to_owned(),
-            message: "server actor is restarting".into(),
-            source: None,
-        })?;
-        match tokio::time::timeout(self.shared.control_timeout(), rx).await {
-            Ok(reply) => reply.map_err(|_| Error::Connection {
-                server: server.to_owned(),
-                message: "server actor stopped".into(),
-                source: None,
-            }),
-            Err(_) => Err(Error::OperationTimeout {
-                server: server.to_owned(),
-                operation: "a control request".into(),
-                after: self.shared.control_timeout(),
-            }),
-        }
+        actor
+            .ask(server, "a control request", self.shared.control_timeout(), request)
+            .await
     }
 
-    fn router(&self) -> Result<ActorRef<RouterMsg>> {
+    fn router(&self) -> Result<RouterHandle> {
         self.shared
             .router()
             .ok_or_else(|| Error::actor("the router is not running"))
@@ -449,10 +402,10 @@ impl Drop for Runtime {
         }
         shared.root.cancel();
         for entry in shared.registry.iter() {
-            entry.value().stop(Some("runtime dropped".into()));
+            entry.value().stop("runtime dropped");
         }
         if let Some(r) = shared.router() {
-            r.stop(Some("runtime dropped".into()));
+            r.stop("runtime dropped");
         }
         shared.auth.stop();
         self.supervisor.stop(Some("runtime dropped".into()));
@@ -611,10 +564,10 @@ impl Runtime {
         let started = Instant::now();
         let shared = self.handle.shared.clone();
         shared.shutting_down.store(true, Ordering::SeqCst);
-        let actors: Vec<ActorRef<ServerMsg>> = shared.registry.iter().map(|e| e.value().clone()).collect();
+        let actors: Vec<ServerHandle> = shared.registry.iter().map(|e| e.value().clone()).collect();
         let waits = actors.iter().map(|a| {
             let (tx, rx) = oneshot::channel();
-            let sent = a.send_message(ServerMsg::Shutdown { reply: tx }).is_ok();
+            let sent = a.send(ServerRequest::Shutdown { reply: tx }).is_ok();
             async move {
                 if sent {
                     let _ = rx.await;
@@ -626,10 +579,10 @@ impl Runtime {
             .is_ok();
         shared.root.cancel();
         for a in &actors {
-            a.stop(Some("shutdown".into()));
+            a.stop("shutdown");
         }
         if let Some(r) = shared.router() {
-            r.stop(Some("shutdown".into()));
+            r.stop("shutdown");
         }
         shared.auth.stop();
         self.supervisor.stop(Some("shutdown".into()));

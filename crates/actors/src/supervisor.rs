@@ -15,9 +15,11 @@ use tokio::sync::watch;
 use crate::auth::AuthActor;
 use crate::catalog::{Catalog, MetadataSource, ServerMetadata};
 use crate::context::Shared;
+use crate::handles::{RouterHandle, ServerHandle};
+use crate::msg::{RouterMsg, ServerRequest};
 use crate::policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker};
 use crate::router::{RouterActor, RouterArgs};
-use crate::server::{ServerActor, ServerArgs, ServerMsg};
+use crate::server::{ServerActor, ServerArgs};
 use crate::status::ServerState;
 
 pub(crate) enum SupMsg {
@@ -87,7 +89,9 @@ impl SupervisorActor {
         };
         let (actor, _join) = Actor::spawn_linked(None, ServerActor, args, myself.get_cell()).await?;
         st.children.insert(actor.get_id(), Child::Server(server.to_owned()));
-        st.shared.registry.insert(server.to_owned(), actor);
+        st.shared
+            .registry
+            .insert(server.to_owned(), ServerHandle::new(actor.get_derived()));
         Ok(())
     }
 
@@ -106,7 +110,7 @@ impl SupervisorActor {
         };
         let (router, _join) = Actor::spawn_linked(None, RouterActor, args, myself.get_cell()).await?;
         st.children.insert(router.get_id(), Child::Router);
-        st.shared.set_router(router);
+        st.shared.set_router(RouterHandle::new(router));
         Ok(())
     }
 
@@ -124,14 +128,14 @@ impl SupervisorActor {
         let Some((_, actor)) = st.shared.registry.remove(server) else {
             return;
         };
-        st.children.remove(&actor.get_id());
+        st.children.remove(&actor.id());
         let grace = st.shared.tuning.close_grace;
         tokio::spawn(async move {
             let (tx, rx) = tokio::sync::oneshot::channel();
-            if actor.send_message(ServerMsg::Shutdown { reply: tx }).is_ok() {
+            if actor.send(ServerRequest::Shutdown { reply: tx }).is_ok() {
                 let _ = tokio::time::timeout(grace.saturating_mul(3), rx).await;
             }
-            actor.stop(Some("reconfigured".into()));
+            actor.stop("reconfigured");
         });
     }
 
@@ -185,7 +189,7 @@ impl SupervisorActor {
             }
         }
         if let Some(router) = st.shared.router() {
-            let _ = router.send_message(crate::router::RouterMsg::Reconfigure { config });
+            let _ = router.send(RouterMsg::Reconfigure { config });
         }
     }
 
@@ -315,7 +319,7 @@ impl Actor for SupervisorActor {
                 if st.clock.jumped(SystemTime::now(), Instant::now(), threshold) {
                     tracing::info!("wall clock jumped (sleep/wake?); revalidating connected servers");
                     for entry in st.shared.registry.iter() {
-                        let _ = entry.value().send_message(ServerMsg::Revalidate);
+                        let _ = entry.value().send(ServerRequest::Revalidate);
                     }
                 }
             }
@@ -351,9 +355,9 @@ mod tests {
     use std::time::Duration;
 
     use crate::catalog::tests::server;
+    use crate::msg::ServerRequest;
     use crate::policy::Tuning;
     use crate::runtime::{Runtime, RuntimeOptions};
-    use crate::server::ServerMsg;
     use crate::status::ServerState;
 
     async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
@@ -382,9 +386,9 @@ mod tests {
         let shared = rt.handle().shared.clone();
         for round in 0..2 {
             let before = shared.server_ref("x").unwrap();
-            before.send_message(ServerMsg::FailForTest).unwrap();
+            before.send(ServerRequest::FailForTest).unwrap();
             wait_until(&format!("restart {round}"), || {
-                shared.server_ref("x").is_some_and(|a| a.get_id() != before.get_id())
+                shared.server_ref("x").is_some_and(|a| a.id() != before.id())
             })
             .await;
             // The supervisor is still alive and the new actor serves.
@@ -394,7 +398,7 @@ mod tests {
         shared
             .server_ref("x")
             .unwrap()
-            .send_message(ServerMsg::FailForTest)
+            .send(ServerRequest::FailForTest)
             .unwrap();
         wait_until("crash-loop give-up", || {
             matches!(rt.status().server("x").unwrap().state, ServerState::Failed { .. })

@@ -16,9 +16,11 @@ use rmcp::service::Peer;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::call::{CallGuards, CallProgress, InputContext, ToolOutput, fulfil, into_output};
+use crate::call::{CallGuards, InputContext, fulfil, into_output};
 use crate::catalog::CatalogTool;
 use crate::error::{Error, Result};
+use crate::job::ToolOutput;
+use crate::progress::CallProgress;
 
 /// Bounds of the polling interval, whatever the server suggests (default 1 s).
 const POLL_MIN: Duration = Duration::from_millis(50);

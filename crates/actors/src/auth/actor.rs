@@ -18,7 +18,7 @@ use super::source::TokenSource;
 use super::status::AuthMode;
 use crate::context::Shared;
 use crate::error::{Error, Result};
-use crate::server::ServerMsg;
+use crate::msg::ServerRequest;
 
 /// Longest wait for the AuthActor to hand out a server's auth state (it never does I/O in its mailbox).
 pub(crate) const AUTH_REPLY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -131,7 +131,7 @@ impl Actor for AuthActor {
                     tracing::info!(%server, "reconnecting after the login");
                     // Keep the reply's receiver alive: a connect whose caller has gone away may be dropped.
                     let (reply, answer) = oneshot::channel();
-                    if actor.send_message(ServerMsg::Connect { force: true, reply }).is_ok() {
+                    if actor.send(ServerRequest::Connect { force: true, reply }).is_ok() {
                         tokio::spawn(async move {
                             let _ = answer.await;
                         });

@@ -9,15 +9,16 @@ use rmcp::RoleClient;
 use rmcp::service::Peer;
 use tokio::sync::oneshot;
 
-use crate::call::{CallGuards, CallJob, CallReport, InputContext, ToolOutput};
+use crate::call::{CallGuards, InputContext};
 use crate::error::{Error, ErrorCategory, Result};
+use crate::job::{CallJob, CallReport, ToolOutput};
 use crate::lane::LiveCall;
 use crate::status::ServerState;
 
 use super::{ServerActor, ServerActorState, ServerMsg, Waiter};
 
 impl ServerActor {
-    /// [`ServerMsg::Call`]: runs the call now, or queues it behind a connect (or a respawn of a dead transport).
+    /// [`ServerRequest::Call`](crate::msg::ServerRequest::Call): runs the call now, or queues it behind a connect (or a respawn of a dead transport).
     pub(super) fn on_call(
         myself: &ActorRef<ServerMsg>,
         st: &mut ServerActorState,
@@ -44,7 +45,7 @@ impl ServerActor {
         }
     }
 
-    /// [`ServerMsg::Ensure`]: replies once connected with fresh metadata, connecting first if needed.
+    /// [`ServerRequest::Ensure`](crate::msg::ServerRequest::Ensure): replies once connected with fresh metadata, connecting first if needed.
     pub(super) fn on_ensure(
         myself: &ActorRef<ServerMsg>,
         st: &mut ServerActorState,
@@ -64,7 +65,7 @@ impl ServerActor {
         }
     }
 
-    /// [`ServerMsg::LivePeer`]: the live peer and request timeout, if connected; restarts the idle timer.
+    /// [`ServerRequest::LivePeer`](crate::msg::ServerRequest::LivePeer): the live peer and request timeout, if connected; restarts the idle timer.
     pub(super) fn on_live_peer(st: &ServerActorState, reply: oneshot::Sender<Option<(Peer<RoleClient>, Duration)>>) {
         let live = st
             .live
@@ -77,7 +78,7 @@ impl ServerActor {
         let _ = reply.send(live);
     }
 
-    /// [`ServerMsg::CallReport`]: a call on the lane hit a dead transport or a refused token.
+    /// [`ServerRequest::CallReport`](crate::msg::ServerRequest::CallReport): a call on the lane hit a dead transport or a refused token.
     pub(super) fn on_call_report(
         myself: &ActorRef<ServerMsg>,
         st: &mut ServerActorState,
@@ -161,7 +162,7 @@ impl ServerActor {
                 sampling_auto_approve: st.shared.settings.sampling_auto_approve,
                 allow_elicitation: st.shared.settings.elicitation != Some(false),
             },
-            actor: myself.clone(),
+            actor: crate::handles::ServerHandle::new(myself.get_derived()),
         });
     }
 

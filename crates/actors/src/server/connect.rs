@@ -11,8 +11,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::catalog::MetadataSource;
+use crate::client::RuntimeClient;
 use crate::error::{Error, ErrorCategory, Result};
-use crate::handler::{ListKind, RuntimeClient};
+use crate::handles::ServerHandle;
+use crate::msg::ListKind;
 use crate::status::ServerState;
 use crate::transport::{self, ConnectError, ConnectSpec, Connection, Era};
 
@@ -44,7 +46,7 @@ impl std::fmt::Display for ConnectFailure {
 }
 
 impl ServerActor {
-    /// [`ServerMsg::Connect`]: closes the crash-loop breaker and connects; `force` tears down a live connection first.
+    /// [`ServerRequest::Connect`](crate::msg::ServerRequest::Connect): closes the crash-loop breaker and connects; `force` tears down a live connection first.
     pub(super) fn on_connect_request(
         myself: &ActorRef<ServerMsg>,
         st: &mut ServerActorState,
@@ -85,7 +87,7 @@ impl ServerActor {
         }
     }
 
-    /// [`ServerMsg::Warm`]: starts connecting if the server has not started and nothing refuses it.
+    /// [`ServerRequest::Warm`](crate::msg::ServerRequest::Warm): starts connecting if the server has not started and nothing refuses it.
     pub(super) fn on_warm(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState) {
         // Only a server that has not started: connecting, ready and draining ones are left alone, and a
         // refused one (disabled, untrusted, config error, needs auth, breaker open, backoff not over) too.
@@ -107,7 +109,7 @@ impl ServerActor {
         let handler = RuntimeClient {
             server: st.cfg.name.clone(),
             generation,
-            actor: myself.clone(),
+            actor: ServerHandle::new(myself.get_derived()),
             handlers: st.shared.handlers.clone(),
             allow_sampling: st.shared.settings.sampling != Some(false),
             sampling_auto_approve: st.shared.settings.sampling_auto_approve,

@@ -12,8 +12,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::catalog::{MetadataSource, ServerMetadata};
+use crate::client::RuntimeClient;
 use crate::error::{Error, ErrorCategory};
-use crate::handler::{ListKind, RuntimeClient};
+use crate::msg::{ListKind, ServerRequest};
 use crate::transport::{Connection, Era, TransportKind};
 
 use super::{ServerActor, ServerActorState, ServerMsg, Waiter};
@@ -119,7 +120,7 @@ impl ServerActor {
         }
     }
 
-    /// [`ServerMsg::ListChanged`]: marks the list dirty for a debounced refresh.
+    /// [`ServerRequest::ListChanged`]: marks the list dirty for a debounced refresh.
     pub(super) fn on_list_changed(
         myself: &ActorRef<ServerMsg>,
         st: &mut ServerActorState,
@@ -454,10 +455,10 @@ pub(super) fn spawn_listener(listener: Listener, caps: &rmcp::model::ServerCapab
                 // What changed while no stream was open.
                 for kind in &kinds {
                     if me
-                        .send_message(ServerMsg::ListChanged {
+                        .send_message(ServerMsg::from(ServerRequest::ListChanged {
                             generation,
                             kind: *kind,
-                        })
+                        }))
                         .is_err()
                     {
                         return;
@@ -500,7 +501,10 @@ pub(super) fn spawn_listener(listener: Listener, caps: &rmcp::model::ServerCapab
                     Ok(None) | Err(_) => break,
                 };
                 delivered = true;
-                if me.send_message(ServerMsg::ListChanged { generation, kind }).is_err() {
+                if me
+                    .send_message(ServerMsg::from(ServerRequest::ListChanged { generation, kind }))
+                    .is_err()
+                {
                     return;
                 }
             }

@@ -25,7 +25,7 @@ pub(crate) enum HealthOutcome {
 }
 
 impl ServerActor {
-    /// [`ServerMsg::Revalidate`]: the wall clock jumped: checks a live connection now.
+    /// [`ServerRequest::Revalidate`](crate::msg::ServerRequest::Revalidate): the wall clock jumped: checks a live connection now.
     pub(super) fn on_revalidate(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState) {
         if st.live.is_some() {
             Self::run_health_check(myself, st, true);

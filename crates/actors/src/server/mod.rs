@@ -20,14 +20,15 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::CacheEntry;
-use crate::call::{CallJob, CallReport, ToolOutput};
 use crate::catalog::{MetadataSource, ServerMetadata};
+use crate::client::RuntimeClient;
 use crate::context::Shared;
 use crate::error::{Error, ErrorCategory, Result};
-use crate::handler::{ListKind, ProgressRoutes, RuntimeClient};
+use crate::job::{CallJob, ToolOutput};
 use crate::lane::Lane;
+use crate::msg::{ListKind, RouterMsg, ServerRequest};
 use crate::policy::{ConnectBackoff, CrashLoopBreaker};
-use crate::router::RouterMsg;
+use crate::progress::ProgressRoutes;
 use crate::status::{ServerState, ServerStatus};
 use crate::transport::{Connection, Era, SessionResume};
 
@@ -35,51 +36,13 @@ use connect::{ConnectFailure, Established};
 use discovery::Discovery;
 use health::HealthOutcome;
 
-/// Messages of a [`ServerActor`]. External requests carry a `reply`; the rest are reports from its own tasks and
-/// timers, each tagged with the generation it belongs to.
+/// Messages of a [`ServerActor`]: the requests others send through a [`ServerHandle`](crate::handles::ServerHandle), and the reports of its own
+/// tasks and timers, each tagged with the generation it belongs to (only the actor and its tasks can send these).
 pub(crate) enum ServerMsg {
-    /// Run a tool call (connecting first if needed).
-    Call {
-        job: CallJob,
-        reply: oneshot::Sender<Result<ToolOutput>>,
-    },
-    /// Be connected with fresh metadata (lazy discovery for the router).
-    Ensure {
-        reply: oneshot::Sender<Result<()>>,
-    },
-    /// Explicit connect: closes the crash-loop breaker; `force` tears down a live connection first.
-    Connect {
-        force: bool,
-        reply: oneshot::Sender<Result<()>>,
-    },
-    /// Start connecting now if the server has not started (`cached`, nothing refusing it); nobody waits for it.
-    Warm,
-    Disable {
-        reply: oneshot::Sender<()>,
-    },
-    Enable {
-        reply: oneshot::Sender<()>,
-    },
-    /// Close everything and stop accepting work; replies once the connection is closed.
-    Shutdown {
-        reply: oneshot::Sender<()>,
-    },
-    /// Wall clock jumped (sleep/wake): check a live connection now.
-    Revalidate,
-    /// The live connection's peer and request timeout, if connected, for one-off requests (`prompts/get`,
-    /// `resources/read`); restarts the idle timer. Added for the proxy's prompt and resource pass-through.
-    LivePeer {
-        reply: oneshot::Sender<Option<(Peer<RoleClient>, Duration)>>,
-    },
-
+    Request(ServerRequest),
     Connected {
         generation: u64,
         result: std::result::Result<Box<Established>, ConnectFailure>,
-    },
-    /// A call on the lane hit something the actor must handle (a dead transport, a refused token).
-    CallReport {
-        generation: u64,
-        report: CallReport,
     },
     TransportClosed {
         generation: u64,
@@ -98,10 +61,6 @@ pub(crate) enum ServerMsg {
     BackoffElapsed {
         generation: u64,
     },
-    ListChanged {
-        generation: u64,
-        kind: ListKind,
-    },
     RefreshLists {
         generation: u64,
     },
@@ -117,9 +76,24 @@ pub(crate) enum ServerMsg {
     Closed {
         generation: u64,
     },
-    /// Makes the handler fail, to exercise supervision.
-    #[cfg(test)]
-    FailForTest,
+}
+
+impl From<ServerRequest> for ServerMsg {
+    fn from(request: ServerRequest) -> ServerMsg {
+        ServerMsg::Request(request)
+    }
+}
+
+/// Gives a request that could not be delivered back to its sender (what a [`ServerHandle`](crate::handles::ServerHandle) needs).
+impl TryFrom<ServerMsg> for ServerRequest {
+    type Error = ();
+
+    fn try_from(msg: ServerMsg) -> std::result::Result<ServerRequest, ()> {
+        match msg {
+            ServerMsg::Request(request) => Ok(request),
+            _ => Err(()),
+        }
+    }
 }
 
 enum Waiter {
@@ -267,7 +241,7 @@ impl ServerActor {
 
     fn publish_metadata(st: &ServerActorState) {
         if let Some(router) = st.shared.router() {
-            let _ = router.send_message(RouterMsg::Metadata {
+            let _ = router.send(RouterMsg::Metadata {
                 server: st.cfg.name.clone(),
                 metadata: st.metadata.as_ref().map(|(m, s)| (m.clone(), *s)),
             });
@@ -338,18 +312,22 @@ impl ServerActor {
 
     fn handle_msg(myself: &ActorRef<ServerMsg>, msg: ServerMsg, st: &mut ServerActorState) {
         match msg {
-            ServerMsg::Call { job, reply } => Self::on_call(myself, st, job, reply),
-            ServerMsg::Ensure { reply } => Self::on_ensure(myself, st, reply),
-            ServerMsg::Connect { force, reply } => Self::on_connect_request(myself, st, force, reply),
-            ServerMsg::Warm => Self::on_warm(myself, st),
-            ServerMsg::Disable { reply } => Self::on_disable(myself, st, reply),
-            ServerMsg::Enable { reply } => Self::on_enable(myself, st, reply),
-            ServerMsg::Shutdown { reply } => Self::on_shutdown(myself, st, reply),
-            ServerMsg::Revalidate => Self::on_revalidate(myself, st),
-            ServerMsg::LivePeer { reply } => Self::on_live_peer(st, reply),
+            ServerMsg::Request(ServerRequest::Call { job, reply }) => Self::on_call(myself, st, job, reply),
+            ServerMsg::Request(ServerRequest::Ensure { reply }) => Self::on_ensure(myself, st, reply),
+            ServerMsg::Request(ServerRequest::Connect { force, reply }) => {
+                Self::on_connect_request(myself, st, force, reply)
+            }
+            ServerMsg::Request(ServerRequest::Warm) => Self::on_warm(myself, st),
+            ServerMsg::Request(ServerRequest::Disable { reply }) => Self::on_disable(myself, st, reply),
+            ServerMsg::Request(ServerRequest::Enable { reply }) => Self::on_enable(myself, st, reply),
+            ServerMsg::Request(ServerRequest::Shutdown { reply }) => Self::on_shutdown(myself, st, reply),
+            ServerMsg::Request(ServerRequest::Revalidate) => Self::on_revalidate(myself, st),
+            ServerMsg::Request(ServerRequest::LivePeer { reply }) => Self::on_live_peer(st, reply),
             ServerMsg::Connected { generation, result } => Self::on_connected(myself, st, generation, result),
             ServerMsg::Discovered { generation, result } => Self::on_discovered(myself, st, generation, result),
-            ServerMsg::CallReport { generation, report } => Self::on_call_report(myself, st, generation, report),
+            ServerMsg::Request(ServerRequest::CallReport { generation, report }) => {
+                Self::on_call_report(myself, st, generation, report)
+            }
             ServerMsg::TransportClosed { generation } => Self::on_transport_closed(myself, st, generation),
             ServerMsg::IdleTimer { idle_generation } => Self::on_idle_timer(myself, st, idle_generation),
             ServerMsg::HealthTick { generation } => Self::on_health_tick(myself, st, generation),
@@ -359,18 +337,20 @@ impl ServerActor {
                 revalidation,
             } => Self::on_health_result(myself, st, generation, outcome, revalidation),
             ServerMsg::BackoffElapsed { generation } => Self::on_backoff_elapsed(myself, st, generation),
-            ServerMsg::ListChanged { generation, kind } => Self::on_list_changed(myself, st, generation, kind),
+            ServerMsg::Request(ServerRequest::ListChanged { generation, kind }) => {
+                Self::on_list_changed(myself, st, generation, kind)
+            }
             ServerMsg::RefreshLists { generation } => Self::on_refresh_lists(myself, st, generation),
             ServerMsg::ListsRefreshed { generation, result } => {
                 Self::on_lists_refreshed(myself, st, generation, result)
             }
             #[cfg(test)]
-            ServerMsg::FailForTest => {}
+            ServerMsg::Request(ServerRequest::FailForTest) => {}
             ServerMsg::Closed { generation } => Self::on_closed(myself, st, generation),
         }
     }
 
-    /// [`ServerMsg::Disable`]: stops everything in flight and enters `Disabled`.
+    /// [`ServerRequest::Disable`]: stops everything in flight and enters `Disabled`.
     fn on_disable(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, reply: oneshot::Sender<()>) {
         Self::go_quiet(
             myself,
@@ -383,7 +363,7 @@ impl ServerActor {
         let _ = reply.send(());
     }
 
-    /// [`ServerMsg::Enable`]: leaves `Disabled` for the configured initial state (connecting if eager or keep-alive).
+    /// [`ServerRequest::Enable`]: leaves `Disabled` for the configured initial state (connecting if eager or keep-alive).
     fn on_enable(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, reply: oneshot::Sender<()>) {
         if st.state == ServerState::Disabled {
             st.stop = st.shared.root.child_token();
@@ -397,7 +377,7 @@ impl ServerActor {
         let _ = reply.send(());
     }
 
-    /// [`ServerMsg::Shutdown`]: stops accepting work; replies once the connection is closed.
+    /// [`ServerRequest::Shutdown`]: stops accepting work; replies once the connection is closed.
     fn on_shutdown(myself: &ActorRef<ServerMsg>, st: &mut ServerActorState, reply: oneshot::Sender<()>) {
         st.stopping = true;
         Self::go_quiet(myself, st, Error::ShuttingDown);
@@ -577,7 +557,7 @@ impl Actor for ServerActor {
         st: &mut Box<ServerActorState>,
     ) -> std::result::Result<(), ActorProcessingErr> {
         #[cfg(test)]
-        if let ServerMsg::FailForTest = msg {
+        if let ServerMsg::Request(ServerRequest::FailForTest) = msg {
             return Err("failing on purpose (test)".into());
         }
         Self::handle_msg(&myself, msg, st);
