@@ -1,7 +1,8 @@
 //! pimcp-actors: the actor runtime. A SupervisorActor owns one ServerActor per configured server and a RouterActor;
 //! each ServerActor drives its server's lifecycle as message-driven state transitions; the router keeps the merged
 //! catalog as a snapshot readers clone without messaging anyone; the metadata cache lets lazy servers be searched
-//! before they ever start. Transports and child processes live in `transport` and `process`.
+//! before they ever start. Transports and child processes live in the private `transport` and `process` modules;
+//! what a host or a probe needs of them is re-exported here ([`connect`] one server, [`lines`] for line-framed hosts).
 
 mod auth;
 mod cache;
@@ -17,7 +18,7 @@ mod lane;
 mod msg;
 mod naming;
 mod policy;
-pub mod process;
+mod process;
 mod progress;
 mod requests;
 mod resource_interest;
@@ -31,7 +32,7 @@ mod sys;
 mod task;
 mod trace;
 pub mod trace_context;
-pub mod transport;
+mod transport;
 
 pub use auth::{AUTO_AUTH_WAIT, AuthMode, AuthOptions, AuthStatus, PendingLogin, ServerAuthStatus, TokenSource};
 pub use cache::{CACHE_FILE_NAME, CACHE_MAX_AGE, CACHE_VERSION, CacheEntry, CacheFile, Freshness, MetadataCache};
@@ -52,7 +53,8 @@ pub use naming::{
 pub use pimcp_auth::{AuthorizationStart, BrowserOpener, CallbackPort, MemoryStore, TokenStore};
 pub use policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker, Tuning};
 pub use process::{
-    GUARDIAN_ARG, GUARDIAN_BINARY, GuardianMode, ProcessOptions, StderrTail, guardian_main_if_requested,
+    GUARDIAN_ARG, GUARDIAN_BINARY, GuardianMode, NESTING_ENV, ProcessOptions, STDERR_TAIL_BYTES, ShutdownOutcome,
+    StderrTail, guardian_main_if_requested,
 };
 pub use progress::CallProgress;
 pub use router::{DISCOVERY_CONCURRENCY, MAX_DISCOVERY_STARTS, approval_required};
@@ -64,5 +66,6 @@ pub use trace::{
     ScriptTraceLine, TRACE_FILE_NAME, TRACE_VERSION, TraceLine, TraceSink, trace_enabled,
 };
 pub use transport::{
-    ConnectError, ConnectSpec, Connection, Era, PIMCP_SERVER_NAME, SharedHttp, connect, default_http_client,
+    CloseOutcome, ConnectError, ConnectSpec, Connection, Era, PIMCP_SERVER_NAME, SharedHttp, TransportKind, connect,
+    default_http_client, lines,
 };

@@ -1,6 +1,6 @@
 //! The JSON-RPC 2.0 error a host's message is owed when it yields no message, one table for both host transports:
 //! the pre-check in front of rmcp on `serve --http` request bodies, and [`HostLines`], the policy of the stdio
-//! host's line transport (`pimcp_actors::transport::lines`), which hands rmcp only valid messages.
+//! host's line transport (`pimcp_actors::lines`), which hands rmcp only valid messages.
 //!
 //! Only messages the decode refused get an answer here (an HTTP body over the size limit is refused before, with
 //! 413; a stdio line over `settings.maxMessageBytes` is answered -32600 with its id when it can be read). A
@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use pimcp_actors::transport::lines::{LinePolicy, Oversized, Vetted};
+use pimcp_actors::lines::{LinePolicy, Oversized, Vetted};
 use rmcp::RoleServer;
 use rmcp::service::RxJsonRpcMessage;
 use serde::Deserialize;

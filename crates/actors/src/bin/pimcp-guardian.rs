@@ -1,6 +1,6 @@
 //! `pimcp-guardian`: the guardian executable for Rust hosts that do not serve it from their own binary (and for the
 //! tests). pimcp starts one per runtime; it kills every stdio server's process group when pimcp dies (see
-//! `pimcp_actors::process::Guardian`). `pimcp-run` needs none: it is its own guardian.
+//! `pimcp_actors::Guardian`). `pimcp-run` needs none: it is its own guardian.
 
 use std::io::Write as _;
 

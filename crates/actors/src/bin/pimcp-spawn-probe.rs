@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use pimcp_actors::process::{GuardianMode, ProcessOptions};
-use pimcp_actors::transport::ConnectSpec;
+use pimcp_actors::ConnectSpec;
+use pimcp_actors::{GuardianMode, ProcessOptions};
 use pimcp_config::{
     AuthConfig, Availability, Lifecycle, Origin, ProtocolMode, Secret, SecretValue, ServerConfig, StdioTransport,
     Timeouts, Transport,
@@ -94,7 +94,7 @@ fn main() {
     };
     runtime.block_on(async move {
         // Stdio only: the HTTP client is never built.
-        let http = pimcp_actors::transport::SharedHttp::lazy();
+        let http = pimcp_actors::SharedHttp::lazy();
         let process = ProcessOptions {
             guardian,
             ..ProcessOptions::default()
@@ -113,7 +113,7 @@ fn main() {
             trace: None,
             max_message_bytes: pimcp_config::Settings::DEFAULT_MAX_MESSAGE_BYTES,
         };
-        match pimcp_actors::transport::connect(spec, ()).await {
+        match pimcp_actors::connect(spec, ()).await {
             Ok(conn) => {
                 let mut out = std::io::stdout().lock();
                 let guardian = guardian_process.pid().unwrap_or(0);

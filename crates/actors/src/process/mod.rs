@@ -25,14 +25,15 @@ use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::sys::{self, Stop};
 
-pub use guardian::{Guardian, guardian_main_if_requested};
-pub use npx::{NpxResolution, resolve_npx};
+pub(crate) use guardian::Guardian;
+pub use guardian::guardian_main_if_requested;
+pub(crate) use npx::resolve_npx;
 pub use stderr::{STDERR_TAIL_BYTES, StderrTail};
 
 pub(crate) use crate::sys::is_executable;
 
 /// Default wait after closing stdin, and again after SIGTERM (a bounded graceful close).
-pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(2);
 /// How long we wait for a group to die after SIGKILL before giving up on reaping (only D-state processes linger).
 const KILL_WAIT: Duration = Duration::from_secs(2);
 /// Poll interval while waiting for a child to exit without reaping it.
@@ -42,17 +43,17 @@ pub const GUARDIAN_ARG: &str = "__pimcp_guardian__";
 /// Name of the guardian binary looked up next to the current executable ([`GuardianMode::Auto`]).
 pub const GUARDIAN_BINARY: &str = "pimcp-guardian";
 /// Environment variable naming the guardian executable ([`GuardianMode::Auto`]).
-pub const GUARDIAN_ENV: &str = "PIMCP_GUARDIAN";
+pub(crate) const GUARDIAN_ENV: &str = "PIMCP_GUARDIAN";
 /// How many pimcp runtimes started this process, one inside the other: each stdio server gets its runtime's depth
 /// plus one. A runtime at [`MAX_NESTING`] starts no server, so a pimcp that reaches itself through a wrapper the
 /// configuration check and the handshake check cannot see in time still makes a bounded process tree.
 pub const NESTING_ENV: &str = "PIMCP_NESTING";
 /// The depth at which a runtime starts no server: pimcp → a server → pimcp still works (an agent host served as an
 /// MCP server that uses pimcp itself), one level more does not.
-pub const MAX_NESTING: u32 = 2;
+pub(crate) const MAX_NESTING: u32 = 2;
 
 /// This process's [`NESTING_ENV`] depth (0 when unset or unreadable).
-pub fn nesting_depth() -> u32 {
+pub(crate) fn nesting_depth() -> u32 {
     std::env::var(NESTING_ENV)
         .ok()
         .and_then(|v| v.trim().parse().ok())
@@ -61,7 +62,7 @@ pub fn nesting_depth() -> u32 {
 /// Variables a child keeps with `inheritEnv: false` (on Windows the ones a program needs to start at all:
 /// `SystemRoot`, `PATHEXT`, the profile and temporary directories, …). With `inheritEnv: true` it gets pimcp's
 /// environment without pimcp's control variables ([`strip_control_env`]).
-pub const MINIMAL_ENV: &[&str] = crate::sys::MINIMAL_ENV;
+pub(crate) const MINIMAL_ENV: &[&str] = crate::sys::MINIMAL_ENV;
 
 /// Which executable serves as the runtime's guardian (see `process::guardian`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -295,7 +296,7 @@ pub enum ShutdownOutcome {
 }
 
 /// A server process leading its own process group.
-pub struct ChildProcess {
+pub(crate) struct ChildProcess {
     child: Box<dyn ChildWrapper>,
     pid: u32,
     pgid: i32,
@@ -318,27 +319,17 @@ impl std::fmt::Debug for ChildProcess {
 }
 
 impl ChildProcess {
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.pid
     }
 
-    /// The process group id (equal to [`ChildProcess::pid`]).
-    pub fn pgid(&self) -> i32 {
-        self.pgid
-    }
-
     /// Whether the runtime's guardian watches the server's group.
-    pub fn is_guarded(&self) -> bool {
+    pub(crate) fn is_guarded(&self) -> bool {
         self.guardian.is_some()
     }
 
-    /// The exit status once reaped.
-    pub fn status(&self) -> Option<ExitStatus> {
-        self.status
-    }
-
     /// Resolves once the direct child has exited (without reaping it). Cancel-safe.
-    pub async fn exited(&self) {
+    pub(crate) async fn exited(&self) {
         loop {
             if self.has_exited() {
                 return;
@@ -364,7 +355,7 @@ impl ChildProcess {
     /// SIGTERM the group and wait `grace`, SIGKILL the group; then sweep what is left of the group (SIGTERM, `grace`,
     /// SIGKILL) and reap. Takes at most about `4 × grace + 2 s`. On Windows, where no SIGTERM exists, the steps
     /// that would send one are skipped and "kill" ends the server's job.
-    pub async fn shutdown(&mut self, grace: Duration) -> ShutdownOutcome {
+    pub(crate) async fn shutdown(&mut self, grace: Duration) -> ShutdownOutcome {
         if self.gone {
             return ShutdownOutcome::Exited;
         }
@@ -425,7 +416,7 @@ impl ChildProcess {
     }
 
     /// After the child exited on its own (exit at start): sweep its group without delay and reap it.
-    pub async fn collect_exit(&mut self) -> Option<ExitStatus> {
+    pub(crate) async fn collect_exit(&mut self) -> Option<ExitStatus> {
         if !self.gone && self.has_exited() {
             self.sweep_group(Duration::ZERO).await;
             self.reap().await;
@@ -434,7 +425,7 @@ impl ChildProcess {
     }
 
     /// Immediate SIGKILL to the whole group, then reap (bounded). Used when a connect is abandoned.
-    pub async fn kill_now(&mut self) {
+    pub(crate) async fn kill_now(&mut self) {
         if self.gone {
             return;
         }

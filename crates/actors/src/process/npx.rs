@@ -22,7 +22,7 @@ const CACHE_VERSION: u32 = 1;
 
 /// A resolved npx command: run `program args…` instead of the original.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NpxResolution {
+pub(crate) struct NpxResolution {
     pub program: PathBuf,
     pub args: Vec<String>,
 }
@@ -169,7 +169,7 @@ fn write_cache(path: &Path, req: &NpxRequest, entry: CacheEntry) {
 
 /// Resolves an `npx`/`npm exec` command to the installed package binary. `env` is the server's environment overlay
 /// (consulted for `NPM_CONFIG_CACHE` and `HOME` before ours). Blocking (file system, maybe `npm prefix -g`).
-pub fn resolve_npx(
+pub(crate) fn resolve_npx(
     command: &str,
     args: &[String],
     cwd: &Path,

@@ -32,8 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use error::ConnectError;
 pub use kind::TransportKind;
-pub use probe::{ProbeFinding, probe_endpoint};
-pub use resume::SessionResume;
+pub(crate) use resume::SessionResume;
 pub(crate) use secrets::{resolve as resolve_secret, secret_guardian};
 
 use crate::process::{ChildProcess, ProcessOptions, ShutdownOutcome, StderrTail};

@@ -14,7 +14,7 @@ pub(super) const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the probe learned about an endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProbeFinding {
+pub(super) struct ProbeFinding {
     /// The HTTP status, when a response arrived.
     pub status: Option<u16>,
     /// One sentence for a person.
@@ -35,7 +35,7 @@ pub(crate) fn display_url(url: &url::Url) -> String {
 }
 
 /// Probes `url` with the server's headers (and bearer token, if any).
-pub async fn probe_endpoint(
+pub(super) async fn probe_endpoint(
     http: &reqwest::Client,
     url: &url::Url,
     headers: &HeaderMap,

@@ -27,8 +27,8 @@ async fn server_exiting_at_start_goes_to_backoff_and_calls_fail_fast() {
     let cause = std::error::Error::source(&e).expect("the connect failure as the cause");
     assert!(
         matches!(
-            cause.downcast_ref::<pimcp_actors::transport::ConnectError>(),
-            Some(pimcp_actors::transport::ConnectError::ExitedAtStart { code: Some(2), .. })
+            cause.downcast_ref::<pimcp_actors::ConnectError>(),
+            Some(pimcp_actors::ConnectError::ExitedAtStart { code: Some(2), .. })
         ),
         "{cause:?}"
     );

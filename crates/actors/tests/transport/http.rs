@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use pimcp_actors::transport::{ConnectError, Era, TransportKind};
+use pimcp_actors::{ConnectError, Era, TransportKind};
 use pimcp_config::{AuthConfig, ProtocolMode, Transport};
 use rmcp::model::CallToolRequestParams;
 
@@ -60,9 +60,7 @@ async fn connects_with_headers_and_a_bearer_token() {
     if let Transport::Http(h) = &mut server.transport {
         h.headers.insert("X-Tenant".into(), plain("acme"));
     }
-    let conn = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap();
+    let conn = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap();
     assert_eq!(conn.transport, TransportKind::StreamableHttp);
     assert_eq!(conn.era, Era::Stateless);
     let me = whoami(&conn, None).await;
@@ -76,9 +74,7 @@ async fn legacy_era_over_http_has_a_session() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = http_server("web-legacy", &fx.url);
     server.protocol = ProtocolMode::Legacy;
-    let conn = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap();
+    let conn = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap();
     assert_eq!(conn.era, Era::Legacy);
     let sid = conn.session_id.clone().expect("a session id");
     assert_eq!(whoami(&conn, None).await["sessionId"], sid.as_str());
@@ -89,7 +85,7 @@ async fn legacy_era_over_http_has_a_session() {
 async fn missing_credentials_mean_needs_auth() {
     let fx = http_fixture(&["--require-bearer", "tok-123456"]).await;
     let dir = tempfile::tempdir().unwrap();
-    let err = pimcp_actors::transport::connect(spec(http_server("locked", &fx.url), dir.path()), ())
+    let err = pimcp_actors::connect(spec(http_server("locked", &fx.url), dir.path()), ())
         .await
         .unwrap_err();
     match &err {
@@ -104,9 +100,7 @@ async fn missing_credentials_mean_needs_auth() {
         token: Some(plain("wrong-token-777")),
         token_env: None,
     };
-    let err = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap_err();
+    let err = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap_err();
     assert!(matches!(err, ConnectError::NeedsAuth { .. }), "{err}");
     assert!(!format!("{err} {err:?}").contains("wrong-token-777"));
 }
@@ -119,9 +113,7 @@ async fn an_unset_bearer_token_env_is_a_config_error() {
         token: None,
         token_env: Some("PIMCP_TEST_SURELY_UNSET_VAR".into()),
     };
-    let err = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap_err();
+    let err = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap_err();
     // Not retried: waiting cannot set the variable (a failed `!command` is a retryable `Secret` error).
     assert!(matches!(err, ConnectError::Config { .. }), "{err}");
     assert!(err.to_string().contains("PIMCP_TEST_SURELY_UNSET_VAR"), "{err}");
@@ -174,7 +166,7 @@ async fn an_html_endpoint_gets_a_hint() {
     )
     .await;
     let dir = tempfile::tempdir().unwrap();
-    let err = pimcp_actors::transport::connect(spec(http_server("html", &url), dir.path()), ())
+    let err = pimcp_actors::connect(spec(http_server("html", &url), dir.path()), ())
         .await
         .unwrap_err();
     task.abort();
@@ -195,7 +187,7 @@ async fn a_401_without_a_challenge_gets_a_hint() {
     let (url, task) =
         canned_server("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
     let dir = tempfile::tempdir().unwrap();
-    let err = pimcp_actors::transport::connect(spec(http_server("noauth", &url), dir.path()), ())
+    let err = pimcp_actors::connect(spec(http_server("noauth", &url), dir.path()), ())
         .await
         .unwrap_err();
     task.abort();
@@ -209,7 +201,7 @@ async fn connection_refused_gets_a_hint() {
     drop(listener);
     let dir = tempfile::tempdir().unwrap();
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let err = pimcp_actors::transport::connect(spec(http_server("down", &url), dir.path()), ())
+    let err = pimcp_actors::connect(spec(http_server("down", &url), dir.path()), ())
         .await
         .unwrap_err();
     match &err {
@@ -227,9 +219,7 @@ async fn an_expired_session_is_recovered_transparently() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = http_server("expiring", &fx.url);
     server.protocol = ProtocolMode::Legacy;
-    let conn = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap();
+    let conn = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap();
     let first = conn.current_session_id().unwrap();
     for i in 0..6 {
         let args = serde_json::json!({ "text": format!("call {i}") })
@@ -254,7 +244,7 @@ async fn a_previous_session_is_resumed_without_a_new_initialize() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = http_server("resumable", &fx.url);
     server.protocol = ProtocolMode::Legacy;
-    let conn = pimcp_actors::transport::connect(spec(server.clone(), dir.path()), ())
+    let conn = pimcp_actors::connect(spec(server.clone(), dir.path()), ())
         .await
         .unwrap();
     let sid = conn.session_id.clone().unwrap();
@@ -264,7 +254,7 @@ async fn a_previous_session_is_resumed_without_a_new_initialize() {
 
     let mut s = spec(server, dir.path());
     s.resume_session = Some(token);
-    let conn = pimcp_actors::transport::connect(s, ()).await.unwrap();
+    let conn = pimcp_actors::connect(s, ()).await.unwrap();
     assert!(conn.resumed);
     assert_eq!(conn.session_id.as_deref(), Some(sid.as_str()));
     assert_eq!(whoami(&conn, None).await["sessionId"], sid.as_str());
@@ -282,7 +272,7 @@ async fn resuming_a_forgotten_session_initializes_fresh() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = http_server("forgotten", &fx.url);
     server.protocol = ProtocolMode::Legacy;
-    let conn = pimcp_actors::transport::connect(spec(server.clone(), dir.path()), ())
+    let conn = pimcp_actors::connect(spec(server.clone(), dir.path()), ())
         .await
         .unwrap();
     let token = conn.resume_token().unwrap();
@@ -291,7 +281,7 @@ async fn resuming_a_forgotten_session_initializes_fresh() {
 
     let mut s = spec(server, dir.path());
     s.resume_session = Some(token.clone());
-    let conn = pimcp_actors::transport::connect(s, ()).await.unwrap();
+    let conn = pimcp_actors::connect(s, ()).await.unwrap();
     assert!(!conn.resumed);
     let sid = conn.current_session_id().unwrap();
     assert_ne!(sid, token.session_id);

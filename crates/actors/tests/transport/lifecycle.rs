@@ -6,15 +6,15 @@ use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use pimcp_actors::process::{STDERR_TAIL_BYTES, ShutdownOutcome};
-use pimcp_actors::transport::CloseOutcome;
+use pimcp_actors::CloseOutcome;
+use pimcp_actors::{STDERR_TAIL_BYTES, ShutdownOutcome};
 
 use super::support::*;
 
 #[tokio::test]
 async fn stderr_flood_keeps_only_a_bounded_tail() {
     let dir = tempfile::tempdir().unwrap();
-    let conn = pimcp_actors::transport::connect(spec(stdio_server("flood", &["--stderr-flood"]), dir.path()), ())
+    let conn = pimcp_actors::connect(spec(stdio_server("flood", &["--stderr-flood"]), dir.path()), ())
         .await
         .unwrap();
     let tail = conn.stderr.clone();
@@ -42,9 +42,7 @@ async fn close_reaps_the_server_and_its_grandchild() {
             gc_file.to_str().unwrap(),
         ],
     );
-    let conn = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap();
+    let conn = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap();
     let direct = conn.pid.unwrap();
     let (pid, gc) = (read_pid(&pid_file).await, read_pid(&gc_file).await);
     assert!(!is_dead(pid) && !is_dead(gc));
@@ -76,8 +74,8 @@ async fn close_without_a_guardian_also_sweeps_the_group() {
         ],
     );
     let mut s = spec(server, dir.path());
-    s.process.guardian = pimcp_actors::process::GuardianMode::Disabled;
-    let conn = pimcp_actors::transport::connect(s, ()).await.unwrap();
+    s.process.guardian = pimcp_actors::GuardianMode::Disabled;
+    let conn = pimcp_actors::connect(s, ()).await.unwrap();
     assert!(!conn.guarded);
     let (pid, gc) = (read_pid(&pid_file).await, read_pid(&gc_file).await);
     assert_eq!(conn.pid, Some(pid));
@@ -97,9 +95,7 @@ async fn a_server_ignoring_sigterm_is_killed_within_the_bound() {
         "stubborn",
         &["--ignore-sigterm", "--pid-file", pid_file.to_str().unwrap()],
     );
-    let conn = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap();
+    let conn = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap();
     let pid = read_pid(&pid_file).await;
     let outcome = conn.close(Duration::from_millis(300)).await;
     assert_eq!(outcome, CloseOutcome::Process(ShutdownOutcome::Killed));
@@ -316,9 +312,9 @@ async fn servers_start_with_no_signal_blocked_or_ignored_and_sigterm_reaches_the
         );
         let mut s = spec(server, dir.path());
         if !guarded {
-            s.process.guardian = pimcp_actors::process::GuardianMode::Disabled;
+            s.process.guardian = pimcp_actors::GuardianMode::Disabled;
         }
-        let conn = pimcp_actors::transport::connect(s, ()).await.unwrap();
+        let conn = pimcp_actors::connect(s, ()).await.unwrap();
         assert_eq!(conn.guarded, guarded);
         let (pid, gc) = (read_pid(&pid_file).await, read_pid(&gc_file).await);
         for p in [pid, gc] {
@@ -366,7 +362,7 @@ async fn without_a_guardian_pdeathsig_still_kills_the_server() {
 #[test]
 fn the_guardian_is_found_next_to_the_test_binary() {
     // Test binaries live in target/<profile>/deps; `pimcp-guardian` is built into target/<profile>.
-    let found = pimcp_actors::process::ProcessOptions::default()
+    let found = pimcp_actors::ProcessOptions::default()
         .guardian_executable()
         .expect("pimcp-guardian found");
     assert_eq!(
@@ -416,9 +412,7 @@ async fn closing_stdio_cancels_open_requests_and_the_server_exits_on_eof() {
         let log = dir.path().join("events");
         let mut server = stdio_server("close", &["--event-log", log.to_str().unwrap()]);
         server.protocol = protocol;
-        let conn = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-            .await
-            .unwrap();
+        let conn = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap();
         let subscription = if protocol == ProtocolMode::Stateless20260728 {
             let filter = rmcp::model::SubscriptionFilter::builder().tools_list_changed().build();
             Some(conn.client.peer().listen(filter).await.unwrap())

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use pimcp_actors::transport::ConnectError;
+use pimcp_actors::ConnectError;
 use pimcp_config::{SecretValue, Transport};
 
 use super::support::*;
@@ -71,7 +71,7 @@ async fn a_cancelled_connect_ends_its_secret_command_at_once() {
         .insert("TOK".into(), SecretValue::Command(command[1..].to_owned()));
     let spec = spec(server("cancelled", Transport::Stdio(t)), dir.path());
     let cancel = spec.cancel.clone();
-    let connect = tokio::spawn(pimcp_actors::transport::connect(spec, ()));
+    let connect = tokio::spawn(pimcp_actors::connect(spec, ()));
     let (sh, child) = (read_pid(&sh_file).await, read_pid(&child_file).await);
     cancel.cancel();
     let err = tokio::time::timeout(Duration::from_secs(5), connect)
@@ -128,8 +128,8 @@ async fn pimcp_control_variables_never_reach_a_server_or_a_secret_command() {
         assert_eq!(get("OWN_VAR"), Some("own-value"), "{guardian_mode}");
         assert_eq!(get("SEEN_BY_SECRET"), Some("unset"), "{guardian_mode}");
         // The one variable of pimcp's a server sees is the nesting depth pimcp gives it.
-        assert_eq!(get(pimcp_actors::process::NESTING_ENV), Some("1"), "{guardian_mode}");
-        let control = |k: &str| k.starts_with("PIMCP_") && k != pimcp_actors::process::NESTING_ENV;
+        assert_eq!(get(pimcp_actors::NESTING_ENV), Some("1"), "{guardian_mode}");
+        let control = |k: &str| k.starts_with("PIMCP_") && k != pimcp_actors::NESTING_ENV;
         assert!(
             !env.iter().any(|(k, _)| control(k)),
             "{guardian_mode}: the server inherited {:?}",

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use pimcp_actors::transport::{ConnectError, TransportKind};
+use pimcp_actors::{ConnectError, TransportKind};
 use pimcp_config::{SocketTransport, Transport};
 
 use super::support::*;
@@ -14,9 +14,7 @@ async fn round_trip_over_a_unix_socket() {
     let listener = tokio::net::UnixListener::bind(&path).unwrap();
     let bridge = tokio::spawn(mcp_fixture::bridge_one_socket_connection(listener, Vec::<&str>::new()));
     let server = server("mux", Transport::Socket(SocketTransport { path: path.clone() }));
-    let conn = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap();
+    let conn = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap();
     assert_eq!(conn.transport, TransportKind::UnixSocket);
     assert_eq!(whoami(&conn, None).await["transport"], "stdio");
     conn.close(Duration::from_secs(2)).await;
@@ -32,9 +30,7 @@ async fn a_missing_socket_is_a_transient_socket_error() {
             path: dir.path().join("absent.sock"),
         }),
     );
-    let err = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap_err();
+    let err = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap_err();
     assert!(matches!(err, ConnectError::Socket { transient: true, .. }), "{err}");
     assert!(err.to_string().contains("absent.sock"), "{err}");
 }

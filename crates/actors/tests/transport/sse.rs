@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pimcp_actors::transport::{ConnectError, Era, TransportKind};
+use pimcp_actors::{ConnectError, Era, TransportKind};
 use pimcp_config::{HttpTransport, ProtocolMode, Transport};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::sync::{Mutex, mpsc};
@@ -127,7 +127,7 @@ fn sse_server(name: &str, url: &str, allow_legacy_sse: bool) -> pimcp_config::Se
 async fn type_sse_falls_back_to_the_legacy_transport() {
     let url = legacy_sse_server("/messages?session=1").await;
     let dir = tempfile::tempdir().unwrap();
-    let conn = pimcp_actors::transport::connect(spec(sse_server("old", &url, true), dir.path()), ())
+    let conn = pimcp_actors::connect(spec(sse_server("old", &url, true), dir.path()), ())
         .await
         .unwrap();
     assert_eq!(conn.transport, TransportKind::LegacySse);
@@ -140,7 +140,7 @@ async fn type_sse_falls_back_to_the_legacy_transport() {
 async fn without_type_sse_a_405_to_the_post_falls_back_to_the_legacy_transport() {
     let url = legacy_sse_server("/messages?session=1").await;
     let dir = tempfile::tempdir().unwrap();
-    let conn = pimcp_actors::transport::connect(spec(sse_server("old2", &url, false), dir.path()), ())
+    let conn = pimcp_actors::connect(spec(sse_server("old2", &url, false), dir.path()), ())
         .await
         .unwrap();
     assert_eq!(conn.transport, TransportKind::LegacySse);
@@ -167,7 +167,7 @@ async fn a_404_from_something_that_is_no_mcp_server_names_both_attempts() {
     });
     let dir = tempfile::tempdir().unwrap();
     let url = format!("http://{addr}/wrong-path");
-    let err = pimcp_actors::transport::connect(spec(sse_server("typo", &url, false), dir.path()), ())
+    let err = pimcp_actors::connect(spec(sse_server("typo", &url, false), dir.path()), ())
         .await
         .unwrap_err();
     match &err {
@@ -210,7 +210,7 @@ async fn a_401_never_falls_back_to_the_legacy_transport() {
     });
     let dir = tempfile::tempdir().unwrap();
     let url = format!("http://{addr}/mcp");
-    let err = pimcp_actors::transport::connect(spec(sse_server("locked", &url, false), dir.path()), ())
+    let err = pimcp_actors::connect(spec(sse_server("locked", &url, false), dir.path()), ())
         .await
         .unwrap_err();
     assert!(matches!(err, ConnectError::NeedsAuth { .. }), "{err}");
@@ -228,7 +228,7 @@ async fn a_401_never_falls_back_to_the_legacy_transport() {
 async fn an_endpoint_on_another_origin_is_refused() {
     let url = legacy_sse_server("http://example.invalid/messages").await;
     let dir = tempfile::tempdir().unwrap();
-    let err = pimcp_actors::transport::connect(spec(sse_server("evil", &url, true), dir.path()), ())
+    let err = pimcp_actors::connect(spec(sse_server("evil", &url, true), dir.path()), ())
         .await
         .unwrap_err();
     assert!(matches!(err, ConnectError::Protocol { .. }), "{err}");

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use pimcp_actors::transport::{ConnectError, Era, TransportKind};
+use pimcp_actors::{ConnectError, Era, TransportKind};
 use pimcp_config::{ProtocolMode, SecretValue, Transport};
 
 use super::support::*;
@@ -12,9 +12,7 @@ async fn legacy_protocol_uses_initialize() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = stdio_server("legacy", &[]);
     server.protocol = ProtocolMode::Legacy;
-    let conn = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap();
+    let conn = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap();
     assert_eq!(conn.era, Era::Legacy);
     assert_eq!(conn.transport, TransportKind::Stdio);
     assert_eq!(conn.server_info.as_ref().map(|i| i.name.as_str()), Some("mcp-fixture"));
@@ -31,7 +29,7 @@ async fn legacy_protocol_uses_initialize() {
 #[tokio::test]
 async fn auto_protocol_negotiates_the_stateless_era() {
     let dir = tempfile::tempdir().unwrap();
-    let conn = pimcp_actors::transport::connect(spec(stdio_server("auto", &[]), dir.path()), ())
+    let conn = pimcp_actors::connect(spec(stdio_server("auto", &[]), dir.path()), ())
         .await
         .unwrap();
     assert_eq!(conn.era, Era::Stateless);
@@ -42,7 +40,7 @@ async fn auto_protocol_negotiates_the_stateless_era() {
 #[tokio::test]
 async fn auto_protocol_falls_back_to_initialize_for_legacy_servers() {
     let dir = tempfile::tempdir().unwrap();
-    let conn = pimcp_actors::transport::connect(spec(stdio_server("auto-legacy", &["--legacy-only"]), dir.path()), ())
+    let conn = pimcp_actors::connect(spec(stdio_server("auto-legacy", &["--legacy-only"]), dir.path()), ())
         .await
         .unwrap();
     assert_eq!(conn.era, Era::Legacy);
@@ -58,7 +56,7 @@ async fn a_remembered_legacy_era_skips_discover() {
         dir.path(),
     );
     s.era_hint = Some(Era::Legacy);
-    let conn = pimcp_actors::transport::connect(s, ()).await.unwrap();
+    let conn = pimcp_actors::connect(s, ()).await.unwrap();
     assert_eq!(conn.era, Era::Legacy);
     conn.close(Duration::from_secs(2)).await;
     let events = std::fs::read_to_string(&log).unwrap();
@@ -71,9 +69,7 @@ async fn pinned_2026_fails_against_a_legacy_only_server() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = stdio_server("pinned", &["--legacy-only"]);
     server.protocol = ProtocolMode::Stateless20260728;
-    let err = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap_err();
+    let err = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap_err();
     assert!(matches!(err, ConnectError::Protocol { .. }), "{err}");
     assert!(err.to_string().starts_with("server `pinned`"), "{err}");
     assert!(err.to_string().contains("2026-07-28"), "{err}");
@@ -84,9 +80,7 @@ async fn pinned_2026_connects_to_a_modern_server() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = stdio_server("pinned-ok", &[]);
     server.protocol = ProtocolMode::Stateless20260728;
-    let conn = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap();
+    let conn = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap();
     assert_eq!(conn.era, Era::Stateless);
     conn.close(Duration::from_secs(2)).await;
 }
@@ -95,7 +89,7 @@ async fn pinned_2026_connects_to_a_modern_server() {
 async fn cwd_defaults_to_the_project_dir_and_can_be_set() {
     let dir = tempfile::tempdir().unwrap();
     let project = dir.path().canonicalize().unwrap();
-    let conn = pimcp_actors::transport::connect(spec(stdio_server("cwd", &[]), &project), ())
+    let conn = pimcp_actors::connect(spec(stdio_server("cwd", &[]), &project), ())
         .await
         .unwrap();
     assert_eq!(whoami(&conn, None).await["cwd"], project.to_str().unwrap());
@@ -105,7 +99,7 @@ async fn cwd_defaults_to_the_project_dir_and_can_be_set() {
     std::fs::create_dir(&sub).unwrap();
     let mut t = stdio_transport(&[]);
     t.cwd = Some(sub.clone());
-    let conn = pimcp_actors::transport::connect(spec(server("cwd2", Transport::Stdio(t)), &project), ())
+    let conn = pimcp_actors::connect(spec(server("cwd2", Transport::Stdio(t)), &project), ())
         .await
         .unwrap();
     assert_eq!(whoami(&conn, None).await["cwd"], sub.to_str().unwrap());
@@ -124,7 +118,7 @@ async fn a_secret_command_runs_in_the_servers_working_directory() {
     let mut t = stdio_transport(&[]);
     t.env.insert("TOK".into(), SecretValue::Command("cat token.txt".into()));
     t.cwd = Some(sub);
-    let conn = pimcp_actors::transport::connect(spec(server("in-cwd", Transport::Stdio(t)), &project), ())
+    let conn = pimcp_actors::connect(spec(server("in-cwd", Transport::Stdio(t)), &project), ())
         .await
         .unwrap();
     // The fixture reports a variable's length, never its value: 19 and 20 bytes tell the two files apart.
@@ -137,7 +131,7 @@ async fn a_secret_command_runs_in_the_servers_working_directory() {
     // Without `cwd`, the project directory.
     let mut t = stdio_transport(&[]);
     t.env.insert("TOK".into(), SecretValue::Command("cat token.txt".into()));
-    let conn = pimcp_actors::transport::connect(spec(server("in-project", Transport::Stdio(t)), &project), ())
+    let conn = pimcp_actors::connect(spec(server("in-project", Transport::Stdio(t)), &project), ())
         .await
         .unwrap();
     assert_eq!(
@@ -152,7 +146,7 @@ async fn a_missing_cwd_is_a_config_error() {
     let dir = tempfile::tempdir().unwrap();
     let mut t = stdio_transport(&[]);
     t.cwd = Some(dir.path().join("nope"));
-    let err = pimcp_actors::transport::connect(spec(server("nocwd", Transport::Stdio(t)), dir.path()), ())
+    let err = pimcp_actors::connect(spec(server("nocwd", Transport::Stdio(t)), dir.path()), ())
         .await
         .unwrap_err();
     assert!(matches!(err, ConnectError::Config { .. }), "{err}");
@@ -165,7 +159,7 @@ async fn an_unknown_command_is_a_spawn_error() {
     let dir = tempfile::tempdir().unwrap();
     let mut t = stdio_transport(&[]);
     t.command = "pimcp-no-such-program".into();
-    let err = pimcp_actors::transport::connect(spec(server("nocmd", Transport::Stdio(t)), dir.path()), ())
+    let err = pimcp_actors::connect(spec(server("nocmd", Transport::Stdio(t)), dir.path()), ())
         .await
         .unwrap_err();
     assert!(matches!(err, ConnectError::Spawn { .. }), "{err}");
@@ -179,7 +173,7 @@ async fn env_overlay_and_inheritance() {
     assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
     let mut t = stdio_transport(&[]);
     t.env.insert("PIMCP_TEST_VAR".into(), plain("12345"));
-    let conn = pimcp_actors::transport::connect(spec(server("env", Transport::Stdio(t.clone())), dir.path()), ())
+    let conn = pimcp_actors::connect(spec(server("env", Transport::Stdio(t.clone())), dir.path()), ())
         .await
         .unwrap();
     let me = whoami(&conn, Some("PIMCP_TEST_VAR")).await;
@@ -191,7 +185,7 @@ async fn env_overlay_and_inheritance() {
     conn.close(Duration::from_secs(2)).await;
 
     t.inherit_env = false;
-    let conn = pimcp_actors::transport::connect(spec(server("env-min", Transport::Stdio(t)), dir.path()), ())
+    let conn = pimcp_actors::connect(spec(server("env-min", Transport::Stdio(t)), dir.path()), ())
         .await
         .unwrap();
     assert_eq!(whoami(&conn, Some("CARGO_MANIFEST_DIR")).await["env"]["set"], false);
@@ -207,7 +201,7 @@ async fn command_secrets_resolve_at_connect_and_stay_out_of_errors() {
     let mut t = stdio_transport(&[]);
     t.env
         .insert("API_TOKEN".into(), SecretValue::Command(format!("printf {secret}")));
-    let conn = pimcp_actors::transport::connect(spec(server("sec", Transport::Stdio(t)), dir.path()), ())
+    let conn = pimcp_actors::connect(spec(server("sec", Transport::Stdio(t)), dir.path()), ())
         .await
         .unwrap();
     let me = whoami(&conn, Some("API_TOKEN")).await;
@@ -224,7 +218,7 @@ async fn command_secrets_resolve_at_connect_and_stay_out_of_errors() {
         cwd: None,
         inherit_env: true,
     };
-    let err = pimcp_actors::transport::connect(spec(server("leaky", Transport::Stdio(t)), dir.path()), ())
+    let err = pimcp_actors::connect(spec(server("leaky", Transport::Stdio(t)), dir.path()), ())
         .await
         .unwrap_err();
     let text = format!("{err} {err:?}");
@@ -241,7 +235,7 @@ async fn command_secrets_resolve_at_connect_and_stay_out_of_errors() {
         "API_TOKEN".into(),
         SecretValue::Command("echo nope-output; exit 3".into()),
     );
-    let err = pimcp_actors::transport::connect(spec(server("badsec", Transport::Stdio(t)), dir.path()), ())
+    let err = pimcp_actors::connect(spec(server("badsec", Transport::Stdio(t)), dir.path()), ())
         .await
         .unwrap_err();
     assert!(matches!(err, ConnectError::Secret { .. }), "{err}");
@@ -252,7 +246,7 @@ async fn command_secrets_resolve_at_connect_and_stay_out_of_errors() {
 #[tokio::test]
 async fn exit_at_start_reports_code_and_stderr_tail() {
     let dir = tempfile::tempdir().unwrap();
-    let err = pimcp_actors::transport::connect(spec(stdio_server("dies", &["--exit-at-start"]), dir.path()), ())
+    let err = pimcp_actors::connect(spec(stdio_server("dies", &["--exit-at-start"]), dir.path()), ())
         .await
         .unwrap_err();
     match &err {
@@ -271,9 +265,7 @@ async fn hang_at_start_times_out_and_the_child_is_gone() {
     let pid_file = dir.path().join("pid");
     let mut server = stdio_server("hangs", &["--hang-at-start", "--pid-file", pid_file.to_str().unwrap()]);
     server.timeouts.startup = Duration::from_secs(2);
-    let err = pimcp_actors::transport::connect(spec(server, dir.path()), ())
-        .await
-        .unwrap_err();
+    let err = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap_err();
     assert!(
         matches!(err, ConnectError::StartupTimeout { after, .. } if after == Duration::from_secs(2)),
         "{err}"
@@ -297,7 +289,7 @@ async fn cancel_aborts_a_hanging_connect_and_kills_the_child() {
         dir.path(),
     );
     let cancel = s.cancel.clone();
-    let task = tokio::spawn(pimcp_actors::transport::connect(s, ()));
+    let task = tokio::spawn(pimcp_actors::connect(s, ()));
     let pid = read_pid(&pid_file).await;
     cancel.cancel();
     let err = task.await.unwrap().unwrap_err();
@@ -341,7 +333,7 @@ async fn npx_commands_run_the_installed_package_binary() {
     let mut s = spec(server("npx", Transport::Stdio(t)), dir.path());
     let cache_file = dir.path().join("npx-cache.json");
     s.process.npx_cache = Some(cache_file.clone());
-    let conn = pimcp_actors::transport::connect(s, ()).await.unwrap();
+    let conn = pimcp_actors::connect(s, ()).await.unwrap();
     assert_eq!(
         conn.server_info.as_ref().map(|i| i.name.as_str()),
         Some("resolved-by-pimcp")
@@ -355,8 +347,8 @@ async fn npx_commands_run_the_installed_package_binary() {
 async fn a_missing_guardian_is_a_clear_spawn_error() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = spec(stdio_server("unguarded", &[]), dir.path());
-    s.process.guardian = pimcp_actors::process::GuardianMode::Path(dir.path().join("no-such-guardian"));
-    let err = pimcp_actors::transport::connect(s, ()).await.unwrap_err();
+    s.process.guardian = pimcp_actors::GuardianMode::Path(dir.path().join("no-such-guardian"));
+    let err = pimcp_actors::connect(s, ()).await.unwrap_err();
     assert!(matches!(err, ConnectError::Spawn { .. }), "{err}");
     assert!(err.to_string().contains("cannot start the guardian"), "{err}");
 }

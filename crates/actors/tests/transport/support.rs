@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pimcp_actors::process::{GuardianMode, ProcessOptions};
-use pimcp_actors::transport::{ConnectSpec, Connection};
+use pimcp_actors::{ConnectSpec, Connection};
+use pimcp_actors::{GuardianMode, ProcessOptions};
 use pimcp_config::{
     AuthConfig, Availability, HttpTransport, Lifecycle, Origin, ProtocolMode, SecretValue, ServerConfig,
     StdioTransport, Timeouts, Transport,
@@ -84,7 +84,7 @@ pub(crate) fn spec(server: ServerConfig, project_dir: &Path) -> ConnectSpec {
     ConnectSpec {
         server,
         project_dir: project_dir.to_path_buf(),
-        http: pimcp_actors::transport::SharedHttp::lazy(),
+        http: pimcp_actors::SharedHttp::lazy(),
         era_hint: None,
         process: ProcessOptions {
             guardian: GuardianMode::Path(guardian()),

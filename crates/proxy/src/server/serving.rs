@@ -1,7 +1,7 @@
 //! Serving hosts: [`serve`] over any transport, [`serve_lines`] over newline-delimited JSON-RPC, the stdio entry
 //! points [`serve_stdio`] and [`run_stdio`], and [`stdin_pipe`], the thread-fed stdin reader.
 
-use pimcp_actors::transport::lines::JsonLines;
+use pimcp_actors::lines::JsonLines;
 use pimcp_actors::{Runtime, RuntimeOptions, ShutdownReport};
 use rmcp::RoleServer;
 use rmcp::service::ServiceExt;

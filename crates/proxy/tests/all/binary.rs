@@ -323,7 +323,7 @@ fn spawn_serving(dir: &Path, servers: serde_json::Value) -> tokio::process::Chil
         .env("PI_CODING_AGENT_DIR", dir.join("agent"))
         .env_remove("MCP_DIRECT_TOOLS")
         .env_remove("PIMCP_CONFIG_MODE")
-        .env_remove(pimcp_actors::process::NESTING_ENV)
+        .env_remove(pimcp_actors::NESTING_ENV)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
