@@ -18,6 +18,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use futures::StreamExt as _;
 use http::{HeaderValue, Method, StatusCode, header};
+use rmcp::model::{ClientRequest, JsonRpcMessage};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -361,17 +362,22 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
         Ok(b) => b,
         Err(_) => return too_large(guard.max_body),
     };
-    // A body rmcp cannot decode gets the JSON-RPC error it is owed (`host_input.rs`).
-    if let Err(skip) = crate::host_input::decode(&bytes)
-        && let Some(answer) = crate::host_input::reject(&bytes, &skip)
-    {
-        let mut response = Response::new(Body::from(answer));
-        *response.status_mut() = StatusCode::BAD_REQUEST;
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        return response;
-    }
+    // The body is decoded once here, as rmcp will decode it: one that yields no message gets the JSON-RPC error it
+    // is owed (`host_input.rs`); the message itself says whether a request without a session is an `initialize`.
+    let message = match crate::host_input::decode(&bytes) {
+        Ok(message) => Some(message),
+        Err(skip) => {
+            if let Some(answer) = crate::host_input::reject(&bytes, &skip) {
+                let mut response = Response::new(Body::from(answer));
+                *response.status_mut() = StatusCode::BAD_REQUEST;
+                response
+                    .headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                return response;
+            }
+            None
+        }
+    };
     let request = Request::from_parts(parts, Body::from(bytes));
     let session = request
         .headers()
@@ -389,18 +395,14 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
         let sending = SendingGuard::new(&guard.sending);
         return hold(next.run(request).await, (permit, sending));
     }
-    // No session: an `initialize` (a new session) or a stateless 2026-07-28 request. Look at the method.
-    let (parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, guard.max_body).await {
-        Ok(b) => b,
-        Err(_) => return too_large(guard.max_body),
+    // No session: an `initialize` (a new session) or a stateless 2026-07-28 request.
+    let initialize_id = match &message {
+        Some(JsonRpcMessage::Request(r)) if matches!(r.request, ClientRequest::InitializeRequest(_)) => {
+            Some(r.id.clone())
+        }
+        _ => None,
     };
-    let message: Option<Value> = serde_json::from_slice(&bytes).ok();
-    let is_initialize = message
-        .as_ref()
-        .is_some_and(|m| m.get("method").and_then(Value::as_str) == Some("initialize"));
-    let request = Request::from_parts(parts, Body::from(bytes));
-    if is_initialize {
+    if let Some(id) = initialize_id {
         let _one_at_a_time = guard.initializing.lock().await;
         let live: Vec<String> = state
             .sessions
@@ -416,11 +418,6 @@ pub(crate) async fn guard(State(state): State<AppState>, request: Request, next:
                 sessions = live.len(),
                 "refused a new session: the session cap is reached"
             );
-            let id = message
-                .as_ref()
-                .and_then(|m| m.get("id"))
-                .cloned()
-                .unwrap_or(Value::Null);
             let body = serde_json::json!({
                 "jsonrpc": "2.0",
                 "id": id,
