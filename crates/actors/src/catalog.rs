@@ -22,13 +22,17 @@ use crate::schema::ToolSchema;
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct ToolInfo {
+    /// The tool's name on the server.
     pub name: String,
+    /// The tool's display title, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "shared_str")]
     pub title: Option<Arc<str>>,
     /// Shared with the catalog's [`CatalogTool`]s (descriptions are most of a cached tool's text besides schemas).
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "shared_str")]
     pub description: Option<Arc<str>>,
+    /// The JSON Schema of its arguments.
     pub input_schema: ToolSchema,
+    /// The JSON Schema of its `structuredContent`, if it declares one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<ToolSchema>,
     /// Shared with the catalog's [`CatalogTool`]s.
@@ -37,6 +41,7 @@ pub struct ToolInfo {
     /// Boxed, like `meta`: rare, and thousands of cached tools would each carry the empty slots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub icons: Option<Box<[Icon]>>,
+    /// The tool's `_meta`.
     #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<Box<MetaObject>>,
 }
@@ -84,15 +89,19 @@ impl From<Tool> for ToolInfo {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerMetadata {
+    /// `tools/list`.
     #[serde(default)]
     pub tools: Vec<ToolInfo>,
+    /// `resources/list`.
     #[serde(default)]
     pub resources: Arc<[Resource]>,
     /// `resources/templates/list`: URI templates the server reads beyond its listed resources.
     #[serde(default)]
     pub resource_templates: Arc<[ResourceTemplate]>,
+    /// `prompts/list`.
     #[serde(default)]
     pub prompts: Arc<[Prompt]>,
+    /// The server's `instructions` from the handshake.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
     /// The negotiated protocol version (`2025-11-25`, `2026-07-28`, …).
@@ -104,6 +113,7 @@ pub struct ServerMetadata {
     /// The server's `tools/list` cache hint (SEP-2549).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_ms: Option<u64>,
+    /// The scope the server's cache hint applies to (SEP-2549), as it sent it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_scope: Option<String>,
 }
@@ -128,6 +138,7 @@ pub struct CatalogTool {
     pub name: String,
     /// The upstream name (for resource tools: `read_<resource name>`).
     pub original: String,
+    /// The server's name.
     pub server: String,
     /// The tool's `title`, else its annotations' title.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -137,6 +148,7 @@ pub struct CatalogTool {
     pub description: Option<Arc<str>>,
     /// Shared with the server's [`ToolInfo`]; read it through [`CatalogTool::input_schema`].
     pub input_schema: ToolSchema,
+    /// The JSON Schema of its `structuredContent`, if it declares one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<ToolSchema>,
     /// Shared with the server's [`ToolInfo`].
@@ -209,17 +221,24 @@ static RESOURCE_TOOL_SCHEMA: LazyLock<ToolSchema> = LazyLock::new(|| {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerCatalog {
+    /// The server's name.
     pub server: String,
     /// `None`: nothing is known yet (never connected, no cache entry).
     pub source: Option<MetadataSource>,
     /// Whether the server may start (not disabled, untrusted or misconfigured).
     pub available: bool,
+    /// Its exposed tools (and resource pseudo-tools), sorted by name.
     pub tools: Vec<Arc<CatalogTool>>,
+    /// Its resources.
     pub resources: Arc<[Resource]>,
+    /// Its resource templates.
     pub resource_templates: Arc<[ResourceTemplate]>,
+    /// Its prompts.
     pub prompts: Arc<[Prompt]>,
+    /// Its `instructions`, live or cached.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
+    /// The protocol version it last spoke.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol_version: Option<String>,
     /// The prefix its tools carry (empty for `toolPrefix: none`).
@@ -229,15 +248,22 @@ pub struct ServerCatalog {
 /// What [`Catalog::resolve`] found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resolution {
+    /// Exactly one tool has the name.
     Found(Arc<CatalogTool>),
+    /// More than one tool fits; their exposed names.
     Ambiguous(Vec<String>),
     /// Not found, but these servers (implied by the name, or with no metadata at all) may have it once connected.
     NeedsDiscovery(Vec<String>),
+    /// No tool fits.
     NotFound {
+        /// The server the name implied or the caller named, if any.
         server: Option<String>,
+        /// That server's tools, to choose from.
         available: Vec<String>,
+        /// Close names.
         suggestions: Vec<String>,
     },
+    /// The caller named a server that is not configured.
     UnknownServer(String),
 }
 
@@ -280,7 +306,9 @@ impl Borrow<str> for ByName {
 /// Inputs for one server when building a catalog.
 #[derive(Debug, Clone)]
 pub struct ServerInput<'a> {
+    /// The server's configuration.
     pub config: &'a ServerConfig,
+    /// What is known about its tools, and from where (`None`: nothing yet).
     pub metadata: Option<(&'a ServerMetadata, MetadataSource)>,
 }
 
@@ -406,14 +434,17 @@ impl Catalog {
         Catalog::build(config.settings.tool_prefix, &inputs)
     }
 
+    /// The catalog's version: it goes up with every publish, so a reader can tell a new snapshot from the one it has.
     pub fn version(&self) -> u64 {
         self.version
     }
 
+    /// Every server's slice, by name.
     pub fn servers(&self) -> impl Iterator<Item = &ServerCatalog> {
         self.servers.values()
     }
 
+    /// One server's slice.
     pub fn server(&self, name: &str) -> Option<&ServerCatalog> {
         self.servers.get(name)
     }

@@ -10,20 +10,27 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ErrorCategory {
+    /// The server wants an OAuth login (or a new one) before it answers.
     NeedsAuth,
+    /// A call or another request took longer than its timeout.
     Timeout,
     /// Transient transport error, server down, crashed or in backoff.
     Connection,
+    /// No tool by that name, or only near misses.
     UnknownTool,
     /// Arguments do not match the tool's schema.
     Validation,
+    /// The host's approval was refused or could not be asked for.
     Approval,
     /// Missing variable, bad field, unknown or disabled server.
     Config,
+    /// The server comes from a project that is not trusted yet.
     Untrusted,
+    /// The call needs input (sampling, elicitation, roots) the host cannot give.
     InputRequired,
     /// The tool itself returned `isError: true`.
     ToolError,
+    /// Anything else (an internal failure, a cache or protocol error).
     Other,
 }
 
@@ -58,6 +65,7 @@ impl std::fmt::Display for ErrorCategory {
 pub struct Cause(std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>);
 
 impl Cause {
+    /// Wraps `error` as the cause of a runtime error.
     pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Cause {
         Cause(std::sync::Arc::new(error))
     }
@@ -86,37 +94,58 @@ impl std::ops::Deref for Cause {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// The server needs an OAuth login before it answers. Category `needs-auth`.
     #[error("server `{server}` needs authentication ({detail}); run `pimcp-run auth login {server}`")]
-    NeedsAuth { server: String, detail: String },
+    NeedsAuth {
+        /// The server's name.
+        server: String,
+        /// Why, in words (no login yet, refresh refused, scope missing).
+        detail: String,
+    },
 
     /// An OAuth step failed for another reason than a missing login (discovery, registration, a token endpoint
     /// or network error, the callback listener). Category `needs-auth`.
     #[error("server `{server}`: authorization failed: {message}")]
     Auth {
+        /// The server's name.
         server: String,
+        /// What failed, in words (redacted).
         message: String,
+        /// The error under this one, when there is one.
         #[source]
         source: Option<Cause>,
     },
 
+    /// A tool call got no answer within its timeout (the progress-extended one, or its hard cap).
     #[error("tool `{tool}` on server `{server}` did not answer within {}", fmt_duration(*after))]
     Timeout {
+        /// The server's name.
         server: String,
+        /// The tool's name on the server.
         tool: String,
+        /// How long the call waited.
         after: Duration,
     },
 
+    /// A request that is not a tool call (connect, discovery, a control request) did not finish in time.
     #[error("server `{server}` did not finish {operation} within {}", fmt_duration(*after))]
     OperationTimeout {
+        /// The server's name (`*` when the request was not about one server).
         server: String,
+        /// What did not finish, in words.
         operation: String,
+        /// How long it was waited for.
         after: Duration,
     },
 
+    /// The server could not be reached or its connection broke. Category `connection`.
     #[error("server `{server}`: {message}")]
     Connection {
+        /// The server's name.
         server: String,
+        /// What happened, in words.
         message: String,
+        /// The error under this one (a transport, rmcp or I/O error), when there is one.
         #[source]
         source: Option<Cause>,
     },
@@ -124,105 +153,184 @@ pub enum Error {
     /// The server runs the call as a task that had not ended when the call's time was up; it goes on running.
     #[error("tool `{tool}` on server `{server}` is still running as task `{task_id}` ({status})")]
     TaskPending {
+        /// The server's name.
         server: String,
+        /// The tool's name on the server.
         tool: String,
+        /// The task's id on the server, for `RuntimeHandle::follow_task`.
         task_id: String,
+        /// The task's last status as the server gave it.
         status: String,
     },
 
+    /// The server is in restart backoff after failed connects.
     #[error("server `{server}` is unavailable ({reason}); next connect attempt in {}", fmt_duration(*retry_in))]
     Backoff {
+        /// The server's name.
         server: String,
+        /// Why the last connect failed.
         reason: String,
+        /// How long until the next attempt.
         retry_in: Duration,
     },
 
+    /// The server's crash-loop breaker is open: it failed too often in a row and stays stopped until a connect.
     #[error("server `{server}` failed {failures} times in a row and is stopped ({reason}); use connect to retry")]
     CrashLoop {
+        /// The server's name.
         server: String,
+        /// Why the last attempt failed.
         reason: String,
+        /// How many attempts failed in a row.
         failures: u32,
     },
 
+    /// No tool has that name; names what there is instead.
     #[error("{}", unknown_tool_message(name, server.as_deref(), available, suggestions))]
     UnknownTool {
+        /// The name that was asked for.
         name: String,
+        /// The server the call named or implied, if any.
         server: Option<String>,
         /// Tools of the implied server, when one was implied.
         available: Vec<String>,
+        /// Tool names that are close to the one asked for.
         suggestions: Vec<String>,
     },
 
+    /// A name that fits tools of more than one server.
     #[error("tool name `{name}` is ambiguous; candidates: {}", candidates.join(", "))]
-    AmbiguousTool { name: String, candidates: Vec<String> },
+    AmbiguousTool {
+        /// The name that was asked for.
+        name: String,
+        /// The full names it could mean.
+        candidates: Vec<String>,
+    },
 
+    /// No configured server has that name.
     #[error("unknown server `{server}`")]
-    UnknownServer { server: String },
+    UnknownServer {
+        /// The name that was asked for.
+        server: String,
+    },
 
+    /// The arguments do not match the tool's input schema.
     #[error("invalid arguments for `{tool}`: {message}")]
-    Validation { tool: String, message: String },
+    Validation {
+        /// The tool's name.
+        tool: String,
+        /// Which arguments are wrong and what was expected.
+        message: String,
+    },
 
+    /// The call needs the host's approval and did not get it.
     #[error("{message}")]
     Approval {
+        /// The server's name.
         server: String,
+        /// The tool's name on the server.
         tool: String,
+        /// Why, in words (declined, nobody to ask, timed out).
         message: String,
     },
 
+    /// The server was disabled for this run (`disable`).
     #[error("server `{server}` is disabled")]
-    Disabled { server: String },
+    Disabled {
+        /// The server's name.
+        server: String,
+    },
 
+    /// The server's configuration cannot be used as it is.
     #[error("server `{server}` has a configuration error: {message}")]
-    Config { server: String, message: String },
+    Config {
+        /// The server's name.
+        server: String,
+        /// What is wrong and where (file, field).
+        message: String,
+    },
 
+    /// The server is defined by a project that has not been trusted.
     #[error("server `{server}` comes from an untrusted project; trust it with `{trust_command}`")]
-    Untrusted { server: String, trust_command: String },
+    Untrusted {
+        /// The server's name.
+        server: String,
+        /// The command that trusts the project.
+        trust_command: String,
+    },
 
+    /// The tool asked for input the host cannot provide (sampling, elicitation or roots).
     #[error("tool `{tool}` on server `{server}` needs input the host cannot provide: {message}")]
     InputRequired {
+        /// The server's name.
         server: String,
+        /// The tool's name on the server.
         tool: String,
+        /// What was asked for and why it cannot be given.
         message: String,
     },
 
+    /// The tool ran and reported an error (`isError: true`).
     #[error("tool `{tool}` on server `{server}` returned an error: {message}")]
     ToolError {
+        /// The server's name.
         server: String,
+        /// The tool's name on the server.
         tool: String,
+        /// The tool's error text.
         message: String,
         /// The full result, for hosts that render it.
         output: Box<crate::ToolOutput>,
     },
 
+    /// The server answered a request with a JSON-RPC error.
     #[error("server `{server}` answered `{operation}` with error {code}: {message}")]
     Protocol {
+        /// The server's name.
         server: String,
+        /// The request's method.
         operation: String,
+        /// The JSON-RPC error code.
         code: i32,
+        /// The server's error message.
         message: String,
     },
 
+    /// The runtime is shutting down and takes no new work.
     #[error("the runtime is shutting down")]
     ShuttingDown,
 
+    /// A tool's schema in the server's metadata is unusable.
     #[error("the cached {field} of tool `{tool}` on server `{server}` is unusable: {message}")]
     Schema {
+        /// The server's name.
         server: String,
+        /// The tool's name on the server.
         tool: String,
+        /// The schema field that is wrong (`inputSchema`, `outputSchema`).
         field: String,
+        /// What is wrong with it.
         message: String,
     },
 
+    /// Reading or writing the metadata cache failed.
     #[error("metadata cache `{path}`: {message}")]
     Cache {
+        /// The cache file.
         path: String,
+        /// What failed, in words.
         message: String,
+        /// The I/O or JSON error under this one, when there is one.
         #[source]
         source: Option<Cause>,
     },
 
+    /// An actor of the runtime is not running or did not answer (an internal failure).
     #[error("actor runtime: {message}")]
-    Actor { message: String },
+    Actor {
+        /// Which actor and what happened.
+        message: String,
+    },
 }
 
 impl Error {

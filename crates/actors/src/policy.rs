@@ -42,14 +42,23 @@ pub struct Tuning {
 }
 
 impl Tuning {
+    /// First delay after a failed connect.
     pub const DEFAULT_CONNECT_BACKOFF_MIN: Duration = Duration::from_millis(200);
+    /// Longest delay between connect attempts.
     pub const DEFAULT_CONNECT_BACKOFF_MAX: Duration = Duration::from_secs(5 * 60);
+    /// Failures within [`Tuning::DEFAULT_BREAKER_WINDOW`] that open the crash-loop breaker.
     pub const DEFAULT_BREAKER_FAILURES: usize = 5;
+    /// The window the breaker counts failures in.
     pub const DEFAULT_BREAKER_WINDOW: Duration = Duration::from_secs(5 * 60);
+    /// How long a health-check ping may take.
     pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
+    /// Failed health checks in a row that tear a connection down.
     pub const DEFAULT_HEALTH_FAILURES: u32 = 3;
+    /// The shortest debounce of `list_changed` refreshes.
     pub const MIN_LIST_CHANGED_DEBOUNCE: Duration = Duration::from_millis(50);
+    /// How long a closing stdio server gets after its stdin closes, and again after SIGTERM.
     pub const DEFAULT_CLOSE_GRACE: Duration = Duration::from_secs(2);
+    /// The longest a discovery waits behind calls that were queued first.
     pub const DEFAULT_DISCOVERY_AFTER_CALLS_MAX: Duration = Duration::from_secs(1);
     /// A person may take minutes to answer an approval, but a handler that never answers must not hold the call
     /// forever: 10 minutes, as the proxy's elicitation of an approval.
@@ -86,6 +95,7 @@ pub struct ConnectBackoff {
 }
 
 impl ConnectBackoff {
+    /// A backoff from `min` doubling (with jitter) up to `max`.
     pub fn new(min: Duration, max: Duration) -> ConnectBackoff {
         let builder = ExponentialBuilder::default()
             .with_min_delay(min)
@@ -109,10 +119,12 @@ impl ConnectBackoff {
         (d, self.attempt)
     }
 
+    /// Failed attempts since the last reset.
     pub fn attempt(&self) -> u32 {
         self.attempt
     }
 
+    /// Starts over at `min` (after a successful connect).
     pub fn reset(&mut self) {
         self.iter = self.builder.build();
         self.attempt = 0;
@@ -130,6 +142,7 @@ pub struct CrashLoopBreaker {
 }
 
 impl CrashLoopBreaker {
+    /// A breaker that opens after `threshold` failures within `window`, and forgets them once a connection has stayed up for `stable_after`.
     pub fn new(threshold: usize, window: Duration, stable_after: Duration) -> CrashLoopBreaker {
         CrashLoopBreaker {
             threshold: threshold.max(1),
@@ -183,6 +196,7 @@ pub struct ClockWatch {
 }
 
 impl ClockWatch {
+    /// Starts watching from this pair of readings.
     pub fn new(wall: SystemTime, mono: Instant) -> ClockWatch {
         ClockWatch { wall, mono }
     }

@@ -97,6 +97,7 @@ impl TraceSink {
         TraceSink::new(path, settings.max_bytes.unwrap_or(DEFAULT_TRACE_MAX_BYTES))
     }
 
+    /// The trace file.
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
@@ -108,6 +109,7 @@ impl TraceSink {
         PathBuf::from(name)
     }
 
+    /// The size at which the file rotates.
     pub fn max_bytes(&self) -> u64 {
         self.inner.max_bytes
     }
@@ -202,6 +204,7 @@ pub struct ProtocolTrace {
 }
 
 impl ProtocolTrace {
+    /// The trace of one server's connection, written to `sink`.
     pub fn new(sink: TraceSink, server: &str) -> ProtocolTrace {
         ProtocolTrace {
             sink,
@@ -310,8 +313,11 @@ pub enum Direction {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum MessageKind {
+    /// A JSON-RPC request.
     Request,
+    /// A JSON-RPC result.
     Response,
+    /// A JSON-RPC notification.
     Notification,
     /// A JSON-RPC error response.
     Error,
@@ -327,9 +333,13 @@ pub struct TraceLine {
     pub v: u32,
     /// UTC, RFC 3339 with milliseconds.
     pub ts: String,
+    /// The server's name.
     pub server: String,
+    /// The transport the message went over.
     pub transport: TransportKind,
+    /// Which way it went.
     pub dir: Direction,
+    /// What it was.
     pub kind: MessageKind,
     /// The method (for responses: the method of the request they answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -368,7 +378,9 @@ pub struct ScriptTraceLine {
     pub kind: String,
     /// `ok`, or the error category that ended it (`script`, `timeout`, …).
     pub outcome: String,
+    /// How long the script ran.
     pub duration_ms: f64,
+    /// Its tool calls, in the order they ended.
     pub calls: Vec<ScriptTraceCall>,
 }
 
@@ -378,6 +390,7 @@ pub struct ScriptTraceLine {
 pub struct ScriptTraceCall {
     /// The exposed tool name.
     pub tool: String,
+    /// How long the call took.
     pub duration_ms: f64,
     /// The error category when it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -20,6 +20,7 @@ pub struct Challenge {
     pub scope: Option<String>,
     /// `error`, e.g. `invalid_token` or `insufficient_scope`.
     pub error: Option<String>,
+    /// `error_description`, when given.
     pub error_description: Option<String>,
 }
 
@@ -130,10 +131,13 @@ where
 /// RFC 9728 protected-resource metadata (the fields this client reads).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 pub struct ProtectedResourceMetadata {
+    /// `resource`: the protected resource's identifier.
     #[serde(default)]
     pub resource: Option<String>,
+    /// `authorization_servers`: the issuers that can grant tokens for it.
     #[serde(default, deserialize_with = "nullable")]
     pub authorization_servers: Vec<String>,
+    /// `scopes_supported`.
     #[serde(default, deserialize_with = "nullable")]
     pub scopes_supported: Vec<String>,
 }
@@ -141,28 +145,40 @@ pub struct ProtectedResourceMetadata {
 /// RFC 8414 / OpenID Connect authorization-server metadata (the fields this client reads).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 pub struct AuthServerMetadata {
+    /// `issuer`.
     #[serde(default)]
     pub issuer: Option<String>,
+    /// `authorization_endpoint`.
     #[serde(default)]
     pub authorization_endpoint: Option<String>,
+    /// `token_endpoint`.
     #[serde(default)]
     pub token_endpoint: Option<String>,
+    /// `registration_endpoint` (dynamic client registration, RFC 7591).
     #[serde(default)]
     pub registration_endpoint: Option<String>,
+    /// `scopes_supported`.
     #[serde(default, deserialize_with = "nullable")]
     pub scopes_supported: Vec<String>,
+    /// `response_types_supported`.
     #[serde(default, deserialize_with = "nullable")]
     pub response_types_supported: Vec<String>,
+    /// `grant_types_supported`.
     #[serde(default, deserialize_with = "nullable")]
     pub grant_types_supported: Vec<String>,
+    /// `code_challenge_methods_supported` (PKCE; `None` when the server does not say).
     #[serde(default)]
     pub code_challenge_methods_supported: Option<Vec<String>>,
+    /// `token_endpoint_auth_methods_supported` (`None` when the server does not say).
     #[serde(default)]
     pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
+    /// `token_endpoint_auth_signing_alg_values_supported` (for `private_key_jwt`).
     #[serde(default, deserialize_with = "nullable")]
     pub token_endpoint_auth_signing_alg_values_supported: Vec<String>,
+    /// `client_id_metadata_document_supported`: URL-based client IDs.
     #[serde(default, deserialize_with = "nullable")]
     pub client_id_metadata_document_supported: bool,
+    /// `authorization_response_iss_parameter_supported` (RFC 9207).
     #[serde(default, deserialize_with = "nullable")]
     pub authorization_response_iss_parameter_supported: bool,
 }
@@ -177,6 +193,7 @@ impl AuthServerMetadata {
         }
     }
 
+    /// Whether `scopes_supported` lists `scope`.
     pub fn supports_scope(&self, scope: &str) -> bool {
         self.scopes_supported.iter().any(|s| s == scope)
     }
@@ -200,8 +217,11 @@ pub enum MetadataSource {
 pub struct Discovered {
     /// The protected-resource metadata document's URL, when one was found.
     pub resource_metadata_url: Option<String>,
+    /// The protected-resource metadata, when one was found.
     pub resource_metadata: Option<ProtectedResourceMetadata>,
+    /// The authorization server's metadata.
     pub metadata: AuthServerMetadata,
+    /// Which document the metadata came from.
     pub source: MetadataSource,
     /// The validated issuer (RFC 8414), when the metadata has one.
     pub issuer: Option<String>,

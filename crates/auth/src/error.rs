@@ -13,116 +13,203 @@ pub enum Error {
     /// The server needs a (new) interactive login: no usable token, a rejected refresh token, or a revoked grant.
     /// The previous token record, if any, is kept in the store.
     #[error("server `{server}` needs authorization: {reason}")]
-    NeedsAuth { server: String, reason: String },
+    NeedsAuth {
+        /// The server's name.
+        server: String,
+        /// Why a login is needed.
+        reason: String,
+    },
 
     /// Metadata discovery could not find or read what the MCP authorization spec requires.
     #[error("oauth discovery for `{url}` failed: {reason}")]
-    Discovery { url: String, reason: String },
+    Discovery {
+        /// The URL discovery started from.
+        url: String,
+        /// What was missing or unreadable.
+        reason: String,
+    },
 
     /// RFC 8414 / RFC 9207: an issuer did not match the one expected.
     #[error("authorization server issuer mismatch: expected `{expected}`, got `{received}`")]
-    IssuerMismatch { expected: String, received: String },
+    IssuerMismatch {
+        /// The issuer that was expected.
+        expected: String,
+        /// The issuer that came.
+        received: String,
+    },
 
     /// RFC 8414 metadata or an RFC 9207 callback lacks the required `issuer` / `iss`.
     #[error("authorization server response lacks the required issuer (expected `{expected}`)")]
-    IssuerMissing { expected: String },
+    IssuerMissing {
+        /// The issuer that was expected.
+        expected: String,
+    },
 
     /// RFC 9728: protected-resource metadata names another resource than the configured server URL.
     #[error("protected resource metadata at `{metadata_url}` is for `{resource}`, not for server URL `{server_url}`")]
     ResourceMismatch {
+        /// Where the protected-resource metadata came from.
         metadata_url: String,
+        /// The resource it names.
         resource: String,
+        /// The server URL of the configuration.
         server_url: String,
     },
 
     /// The CSRF `state` of a redirect matches no pending authorization.
     #[error("authorization redirect rejected: {reason}")]
-    StateMismatch { reason: String },
+    StateMismatch {
+        /// Why the redirect matches nothing.
+        reason: String,
+    },
 
     /// The authorization server answered the authorization request with an error.
     #[error("authorization server refused the authorization: {error}{}", describe(.description))]
-    AuthorizationDenied { error: String, description: Option<String> },
+    AuthorizationDenied {
+        /// The OAuth `error` code.
+        error: String,
+        /// Its `error_description`, when given.
+        description: Option<String>,
+    },
 
     /// The token endpoint answered with an OAuth error.
     #[error("token endpoint `{endpoint}` refused the {grant} request: {error}{}", describe(.description))]
     TokenRefused {
+        /// The token endpoint.
         endpoint: String,
+        /// The grant of the request (`authorization_code`, `refresh_token`, …).
         grant: &'static str,
+        /// The OAuth `error` code.
         error: String,
+        /// Its `error_description`, when given.
         description: Option<String>,
     },
 
     /// Dynamic client registration (RFC 7591) failed.
     #[error("client registration at `{endpoint}` failed: {reason}")]
-    Registration { endpoint: String, reason: String },
+    Registration {
+        /// The registration endpoint.
+        endpoint: String,
+        /// Why it failed.
+        reason: String,
+    },
 
     /// An HTTP exchange failed (connection, timeout, malformed or oversized response).
     #[error("{what} at `{url}` failed: {reason}")]
     Http {
+        /// What the exchange was for (`token request`, `metadata`, …).
         what: &'static str,
+        /// The URL (query left out).
         url: String,
+        /// Why it failed.
         reason: String,
     },
 
     /// 403 `insufficient_scope` kept coming back after the maximum number of step-up authorizations.
     #[error("server `{server}` still reports insufficient scope after {attempts} step-up authorizations")]
-    StepUpExhausted { server: String, attempts: u32 },
+    StepUpExhausted {
+        /// The server's name.
+        server: String,
+        /// How many step-ups were tried.
+        attempts: u32,
+    },
 
     /// A `!command` secret of the `oauth` section failed (exit code, timeout, empty output); retried on the next
     /// connect, like a failed connect. Names the field, never the value.
     #[error("server `{server}`: {reason}")]
-    Secret { server: String, reason: String },
+    Secret {
+        /// The server's name.
+        server: String,
+        /// Which field's command failed and how.
+        reason: String,
+    },
 
     /// The configuration asks for something this client cannot do, or is inconsistent.
     #[error("oauth configuration of server `{server}`: {reason}")]
-    Config { server: String, reason: String },
+    Config {
+        /// The server's name.
+        server: String,
+        /// What is asked for that cannot be done.
+        reason: String,
+    },
 
     /// The input to `complete` is neither a redirect URL, a query string nor a bare code.
     #[error("cannot read the authorization response: {reason}")]
-    InvalidInput { reason: String },
+    InvalidInput {
+        /// What the input was expected to be.
+        reason: String,
+    },
 
     /// A token store failed.
     #[error("token store `{store}` failed: {reason}")]
-    Store { store: &'static str, reason: String },
+    Store {
+        /// Which store (`keyring`, `file`, `memory`).
+        store: &'static str,
+        /// Why it failed.
+        reason: String,
+    },
 
     /// No usable credential store and no opt-in file store: we fail closed.
     #[error(
         "no usable credential store for oauth tokens ({reason}); set `settings.tokenStore: \"file\"` to keep them in \
          0600 files under the data directory instead"
     )]
-    NoTokenStore { reason: String },
+    NoTokenStore {
+        /// Why the OS credential store cannot be used.
+        reason: String,
+    },
 
     /// The loopback callback listener could not start or the flow timed out waiting for it.
     #[error("oauth callback listener: {reason}")]
-    Callback { reason: String },
+    Callback {
+        /// What went wrong.
+        reason: String,
+    },
 
     /// Waiting for the per-server refresh lock or a flow took too long.
     #[error("timed out after {seconds}s waiting for {what}")]
-    Timeout { what: String, seconds: u64 },
+    Timeout {
+        /// What was waited for.
+        what: String,
+        /// How long.
+        seconds: u64,
+    },
 
     /// A header or credential value cannot be used (names the field, never the value).
     #[error("credential `{field}` of server `{server}` is unusable: {reason}")]
     Credential {
+        /// The server's name.
         server: String,
+        /// The field (`headers.Authorization`, `bearerToken`, …).
         field: String,
+        /// Why it is unusable.
         reason: String,
     },
 
     /// A private key for `private_key_jwt` could not be read or used.
     #[error("private key for client assertion: {reason}")]
-    PrivateKey { reason: String },
+    PrivateKey {
+        /// What went wrong.
+        reason: String,
+    },
 
     /// A local I/O failure (lock files, data directory).
     #[error("{what} `{path}`: {source}")]
     Io {
+        /// What was being done (`locking`, `creating`, …).
         what: &'static str,
+        /// The file or directory.
         path: String,
+        /// The I/O error.
         source: std::io::Error,
     },
 
     /// A spawned task died (panic or runtime shutdown).
     #[error("internal task failed: {reason}")]
-    Task { reason: String },
+    Task {
+        /// How it died.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -7,56 +7,137 @@ use std::path::PathBuf;
 /// command's output.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretError {
+    /// The command could not be started.
     #[error("`{context}` command failed to start: {reason}")]
-    Spawn { context: String, reason: String },
+    Spawn {
+        /// The field the secret is for (e.g. `headers.Authorization`).
+        context: String,
+        /// Why it could not start.
+        reason: String,
+    },
+    /// The command did not finish in time.
     #[error("`{context}` command timed out after {}s", seconds)]
-    Timeout { context: String, seconds: u64 },
+    Timeout {
+        /// The field the secret is for.
+        context: String,
+        /// The time it was given.
+        seconds: u64,
+    },
+    /// The command printed more than a secret may be.
     #[error("`{context}` command output exceeded {} KiB", limit_bytes / 1024)]
-    OutputTooLarge { context: String, limit_bytes: usize },
+    OutputTooLarge {
+        /// The field the secret is for.
+        context: String,
+        /// The most bytes a secret may have.
+        limit_bytes: usize,
+    },
+    /// The command exited with a non-zero code.
     #[error("`{context}` command exited with code {code}")]
-    Exit { context: String, code: i32 },
+    Exit {
+        /// The field the secret is for.
+        context: String,
+        /// Its exit code.
+        code: i32,
+    },
+    /// The command was killed by a signal.
     #[error("`{context}` command was killed by signal {signal}")]
-    Signal { context: String, signal: i32 },
+    Signal {
+        /// The field the secret is for.
+        context: String,
+        /// The signal's number.
+        signal: i32,
+    },
+    /// The command printed nothing.
     #[error("`{context}` command returned empty output")]
-    Empty { context: String },
+    Empty {
+        /// The field the secret is for.
+        context: String,
+    },
+    /// The command's output is not UTF-8.
     #[error("`{context}` command output is not valid UTF-8")]
-    NotUtf8 { context: String },
+    NotUtf8 {
+        /// The field the secret is for.
+        context: String,
+    },
 }
 
 /// Errors of the operations of this crate (editing, trust records, secrets).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A file could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A file could not be written.
     #[error("cannot write {}: {source}", path.display())]
     Write {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A file is not valid JSONC.
     #[error("{}:{line}:{column}: {message}", path.display())]
     Syntax {
+        /// The file.
         path: PathBuf,
+        /// The line of the error (1-based).
         line: usize,
+        /// The column of the error (1-based).
         column: usize,
+        /// What the parser expected.
         message: String,
     },
+    /// A file is JSONC but not a config pimcp can edit.
     #[error("{}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// `add` of a name that is already configured in the file.
     #[error("server `{name}` already exists in {}", path.display())]
-    ServerExists { name: String, path: PathBuf },
+    ServerExists {
+        /// The server's name.
+        name: String,
+        /// The file that has it.
+        path: PathBuf,
+    },
+    /// No server by that name.
     #[error("no server named `{name}` is configured{hint}")]
-    UnknownServer { name: String, hint: String },
+    UnknownServer {
+        /// The name that was asked for.
+        name: String,
+        /// A suggestion (a close name, or where to add one), empty when there is none.
+        hint: String,
+    },
+    /// The server comes from a file pimcp does not edit (a host import, a plugin, memory).
     #[error("server `{name}` is not defined in any file pimcp edits: {reason}")]
-    NotEditable { name: String, reason: String },
+    NotEditable {
+        /// The server's name.
+        name: String,
+        /// Where it comes from and what to do instead.
+        reason: String,
+    },
+    /// The name cannot be a server name.
     #[error("invalid server name `{name}`: {reason}")]
-    InvalidName { name: String, reason: String },
+    InvalidName {
+        /// The name that was given.
+        name: String,
+        /// Which characters or form are allowed.
+        reason: String,
+    },
+    /// A `!command` secret could not be resolved.
     #[error(transparent)]
     Secret(#[from] SecretError),
 }
 
+/// `Result` with this crate's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;

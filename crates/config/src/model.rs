@@ -17,12 +17,15 @@ use serde::{Deserialize, Serialize};
 pub struct Secret(String);
 
 impl Secret {
+    /// Wraps a secret string.
     pub fn new(value: impl Into<String>) -> Secret {
         Secret(value.into())
     }
+    /// The secret itself; use only where it is sent or run, never where it is shown.
     pub fn expose(&self) -> &str {
         &self.0
     }
+    /// Whether the secret is the empty string.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -43,6 +46,7 @@ impl fmt::Display for Secret {
 /// A value that may be a secret: a literal (already interpolated) or a `!command` run at connect time.
 #[derive(Clone, PartialEq, Eq)]
 pub enum SecretValue {
+    /// A literal value.
     Plain(Secret),
     /// The shell command after the leading `!` (never interpolated; the shell does that).
     Command(String),
@@ -60,14 +64,20 @@ impl fmt::Debug for SecretValue {
 /// Where a server's transport lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transport {
+    /// A child process over stdin/stdout (`command`).
     Stdio(StdioTransport),
+    /// A Streamable HTTP endpoint, or legacy HTTP+SSE (`url`).
     Http(HttpTransport),
+    /// A Unix socket speaking line-delimited JSON-RPC (`socket`).
     Socket(SocketTransport),
 }
 
+/// `command`, `args`, `env`, `cwd`, `inheritEnv`: a server pimcp starts as a child process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StdioTransport {
+    /// The program to run (`npx`-style commands resolve to the installed package's binary when they can).
     pub command: String,
+    /// Its arguments.
     pub args: Vec<String>,
     /// Overlay on the child's environment; values may be `!command` secrets.
     pub env: BTreeMap<String, SecretValue>,
@@ -77,8 +87,10 @@ pub struct StdioTransport {
     pub inherit_env: bool,
 }
 
+/// `url`, `headers`, `type`: a server pimcp reaches over HTTP.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpTransport {
+    /// The endpoint (`https://`, or `http://` on loopback).
     pub url: String,
     /// Values may be `!command` secrets. Sent only to the server's origin.
     pub headers: BTreeMap<String, SecretValue>,
@@ -86,6 +98,7 @@ pub struct HttpTransport {
     pub allow_legacy_sse: bool,
 }
 
+/// `socket`: a server already listening on a Unix socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SocketTransport {
     /// rmcp-mux Unix socket path (`~` expanded).
@@ -105,29 +118,45 @@ pub enum AuthConfig {
     Disabled,
     /// `auth: "bearer"` with `bearerToken` (may be a `!command`) or `bearerTokenEnv` (a variable name read at connect).
     Bearer {
+        /// The token itself (`bearerToken`; may be a `!command`).
         token: Option<SecretValue>,
+        /// The name of an environment variable holding the token (`bearerTokenEnv`), read at connect.
         token_env: Option<String>,
     },
     /// `auth: "oauth"` (or an `oauth` object).
     OAuth(OAuthConfig),
 }
 
+/// The `oauth` object of a server (docs/configuration.md lists each key).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct OAuthConfig {
     /// `authorization_code` (default) or `client_credentials`.
     pub grant_type: OAuthGrant,
+    /// `clientId`: a pre-registered client ID (no dynamic registration then).
     pub client_id: Option<String>,
+    /// `clientSecret`: the client's secret, for confidential clients (may be a `!command`).
     pub client_secret: Option<SecretValue>,
+    /// `clientMetadataUrl`: a URL-based client ID (Client ID Metadata Document).
     pub client_metadata_url: Option<String>,
+    /// `scope`: the scopes to ask for (default: what the server's metadata names).
     pub scope: Option<String>,
+    /// `redirectUri`: a fixed redirect URI for the loopback callback.
     pub redirect_uri: Option<String>,
+    /// `callbackPort`: a fixed port for the loopback callback listener.
     pub callback_port: Option<u16>,
+    /// `authorizationParams`: extra query parameters of the authorization request.
     pub authorization_params: BTreeMap<String, String>,
+    /// `clientName`: the name dynamic registration gives the client.
     pub client_name: Option<String>,
+    /// `clientUri`: the client's home page, for dynamic registration.
     pub client_uri: Option<String>,
+    /// `logoUri`: the client's logo, for dynamic registration.
     pub logo_uri: Option<String>,
+    /// `authServerMetadataUrl`: where the authorization server's metadata is, when discovery cannot find it.
     pub auth_server_metadata_url: Option<String>,
+    /// `skipIssuerMetadataValidation`: accept metadata whose `issuer` differs from the URL it came from.
     pub skip_issuer_metadata_validation: bool,
+    /// `dpop`: DPoP-bound tokens (not implemented: a server that sets it is refused).
     pub dpop: bool,
     /// `oauth.clientPrivateKey`: PEM (PKCS#8, P-256) key for `private_key_jwt` client authentication.
     pub client_private_key: Option<SecretValue>,
@@ -140,19 +169,24 @@ pub struct OAuthConfig {
 pub struct IdentityAssertionConfig {
     /// The IdP's issuer; its OpenID metadata gives the token endpoint when `idp_token_endpoint` is not set.
     pub idp_issuer: Option<String>,
+    /// The IdP's token endpoint, when its metadata should not be looked up.
     pub idp_token_endpoint: Option<String>,
     /// The client ID pimcp has at the IdP.
     pub idp_client_id: Option<String>,
+    /// The client secret pimcp has at the IdP (may be a `!command`).
     pub idp_client_secret: Option<SecretValue>,
     /// The user's OpenID Connect ID token (usually a `!command` that prints a fresh one).
     pub id_token: Option<SecretValue>,
 }
 
+/// `oauth.grantType`: how pimcp gets a token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OAuthGrant {
+    /// `authorization_code` with PKCE: the user logs in in a browser.
     #[default]
     AuthorizationCode,
+    /// `client_credentials`: the client authenticates itself (secret or `private_key_jwt`), no user.
     ClientCredentials,
     /// SEP-990: an ID-JAG from the enterprise IdP, exchanged with the `jwt-bearer` grant (`oauth.identityAssertion`).
     IdentityAssertion,
@@ -162,10 +196,14 @@ pub enum OAuthGrant {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Lifecycle {
+    /// Connect on the first call that needs the server; close when idle.
     #[default]
     Lazy,
+    /// Connect at start; close when idle only if `idleTimeout` is set.
     Eager,
+    /// Connect at start, never close when idle, reconnect after death or backoff; health-checked.
     KeepAlive,
+    /// Connect on first need; from then on as `keep-alive` (never closed when idle, reconnected in the background).
     LazyKeepAlive,
 }
 
@@ -188,18 +226,24 @@ pub enum ProtocolMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolPrefix {
+    /// `<server>_<tool>`.
     #[default]
     Server,
+    /// Like `server` with a trailing `-mcp` stripped from the server name.
     Short,
+    /// The tool's own name (collisions are reported).
     None,
+    /// `mcp__<server>_<tool>`.
     Mcp,
 }
 
 /// `directTools`: which upstream tools are exposed beside `mcp`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum DirectTools {
+    /// No direct tools (`false`).
     #[default]
     Off,
+    /// Every tool of the server (`true`).
     All,
     /// Original tool names (or `read_<resource>` names).
     Listed(Vec<String>),
@@ -208,8 +252,10 @@ pub enum DirectTools {
 /// `approveTools`: which calls need approval.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum ApproveTools {
+    /// No call needs approval.
     #[default]
     Off,
+    /// Every call of the server needs approval.
     All,
     /// Glob patterns (`*`, `?`) over original or prefixed tool names.
     Globs(Vec<String>),
@@ -229,8 +275,11 @@ pub struct Timeouts {
 }
 
 impl Timeouts {
+    /// `timeouts.startup` when not set.
     pub const DEFAULT_STARTUP: Duration = Duration::from_secs(30);
+    /// `timeouts.request` when not set.
     pub const DEFAULT_REQUEST: Duration = Duration::from_secs(60);
+    /// `idleTimeout` when not set (10 minutes).
     pub const DEFAULT_IDLE: Duration = Duration::from_secs(10 * 60);
 }
 
@@ -248,16 +297,20 @@ impl Default for Timeouts {
 /// Why a configured server cannot start (it is still listed in status).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Availability {
+    /// The server can start.
     Available,
     /// `enabled: false` / `disabled: true`.
     Disabled,
     /// Defined (in whole or part) by a project file that is not trusted.
     Untrusted {
+        /// The project directory whose trust is missing.
         project_dir: PathBuf,
+        /// The command that trusts it.
         trust_command: String,
     },
     /// A configuration error that only bites at connect (e.g. a missing variable): names field and variable, never a value.
     ConfigError {
+        /// What is wrong and where (field and variable names, never a value).
         message: String,
     },
 }
@@ -267,11 +320,26 @@ pub enum Availability {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Origin {
     /// One of the six config files or `--config PATH`.
-    File { source: SourceKind, path: PathBuf },
+    File {
+        /// Which of the six sources.
+        source: SourceKind,
+        /// The file.
+        path: PathBuf,
+    },
     /// A host config listed in `imports`.
-    Import { host: String, path: PathBuf },
+    Import {
+        /// The host whose config it is (`claude-code`, `cursor`, …).
+        host: String,
+        /// The file.
+        path: PathBuf,
+    },
     /// An Agent Plugin's `mcp.json`.
-    Plugin { plugin: String, path: PathBuf },
+    Plugin {
+        /// The plugin's name.
+        plugin: String,
+        /// The plugin's `mcp.json`.
+        path: PathBuf,
+    },
     /// A config passed in memory by a library host.
     InMemory,
 }
@@ -280,11 +348,17 @@ pub enum Origin {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SourceKind {
+    /// `~/.config/mcp/mcp.json`.
     SharedGlobal,
+    /// `~/.agents/mcp.json`.
     AgentsGlobal,
+    /// `~/.agents/mcp/mcp.json`.
     AgentsNestedGlobal,
+    /// Pi's global `mcp.json` (or `--config PATH`).
     PiGlobal,
+    /// `<project>/.mcp.json` (needs trust).
     SharedProject,
+    /// `<project>/.pi/mcp.json` (needs trust).
     PiProject,
 }
 
@@ -347,11 +421,14 @@ pub struct ServerConfig {
 /// `outputGuard`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutputGuard {
+    /// `maxBytes`: the most bytes of text a result keeps inline.
     pub max_bytes: usize,
+    /// `maxLines`: the most lines of text a result keeps inline.
     pub max_lines: usize,
 }
 
 impl OutputGuard {
+    /// 50 KiB and 2,000 lines.
     pub const DEFAULT: OutputGuard = OutputGuard {
         max_bytes: 50 * 1024,
         max_lines: 2000,
@@ -373,6 +450,7 @@ pub struct ScriptLimits {
 }
 
 impl ScriptLimits {
+    /// 30 s, 64 MiB of heap, 50 calls, 8 in flight.
     pub const DEFAULT: ScriptLimits = ScriptLimits {
         timeout: Duration::from_secs(30),
         memory_bytes: 64 * 1024 * 1024,
@@ -404,25 +482,35 @@ impl ScriptLimits {
 /// `settings.trace`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TraceSettings {
+    /// Whether tracing is on for every server (a server's own `trace` overrides it).
     pub enabled: bool,
+    /// The JSONL file (default: `trace.jsonl` in the data directory).
     pub file: Option<PathBuf>,
+    /// The size at which the file is rotated.
     pub max_bytes: Option<u64>,
 }
 
+/// `settings.hostConfigDiscovery`: whether host configs not listed in `imports` are looked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HostConfigDiscovery {
+    /// Not looked for.
     #[default]
     Off,
+    /// Looked for and reported as warnings, not imported.
     Prompt,
+    /// Looked for and imported.
     On,
 }
 
+/// `settings.tokenStore`: where OAuth tokens are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum TokenStoreKind {
+    /// The OS credential store.
     #[default]
     Keyring,
+    /// 0600 files in the data directory (opt-in).
     File,
 }
 
@@ -516,15 +604,21 @@ impl Default for Settings {
 /// A problem found while loading: the file (and position or server/field) it is about, never a secret value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ConfigProblem {
+    /// The file, when the problem is in one.
     pub path: Option<PathBuf>,
     /// `line:column` for syntax errors.
     pub position: Option<(usize, usize)>,
+    /// The server entry, when the problem is in one.
     pub server: Option<String>,
+    /// The field, when the problem is about one.
     pub field: Option<String>,
+    /// What is wrong and what to do.
     pub message: String,
+    /// Whether the entry or file was skipped or only adjusted.
     pub severity: Severity,
 }
 
+/// How bad a [`ConfigProblem`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -537,8 +631,11 @@ pub enum Severity {
 /// A config file that was considered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SourceFile {
+    /// Which source it is.
     pub origin: Origin,
+    /// Whether the file exists.
     pub exists: bool,
+    /// Whether it was read and merged (an untrusted project file exists but is not loaded).
     pub loaded: bool,
 }
 
@@ -547,8 +644,11 @@ pub struct SourceFile {
 pub struct Config {
     /// Sorted by name.
     pub servers: Vec<ServerConfig>,
+    /// The merged `settings`.
     pub settings: Settings,
+    /// Every problem met while loading.
     pub problems: Vec<ConfigProblem>,
+    /// Every config file that was considered, in precedence order.
     pub sources: Vec<SourceFile>,
     /// The project directory the config was loaded for.
     pub project_dir: PathBuf,

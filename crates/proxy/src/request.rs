@@ -53,37 +53,57 @@ const ALIASES: &[(&str, &str)] = &[
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum ProxyRequest {
+    /// `action: "auth"`: start a login for `server` (the answer holds the URL to open).
     AuthStart {
+        /// The server to log in to.
         server: String,
     },
     /// `input` is the pasted redirect URL or code (`args.redirectUrl`, `args.code`, `args.input`, or `args` as text).
     AuthComplete {
+        /// The server whose login it finishes.
         server: String,
+        /// The redirect URL or code.
         input: String,
     },
+    /// Call `tool` with `args`.
     Call {
+        /// The tool's name (exposed, original or fuzzy).
         tool: String,
+        /// Its arguments.
         args: Map<String, Value>,
+        /// The server, to scope the name.
         server: Option<String>,
     },
     /// Follow a task a call left running: `handle` is `<tool>:<task id>`, as the pending call's answer gives it.
     Task {
+        /// `<tool>:<task id>`.
         handle: String,
     },
+    /// Connect `server` (and close its crash-loop breaker).
     Connect {
+        /// The server to connect.
         server: String,
     },
+    /// Show one tool's description and parameters.
     Describe {
+        /// The tool's name.
         tool: String,
+        /// The server, to scope the name.
         server: Option<String>,
     },
+    /// Show a server's instructions.
     Instructions {
+        /// The server.
         server: String,
     },
+    /// Rank tools for a query.
     Search(SearchQuery),
+    /// List one server's tools.
     List {
+        /// The server.
         server: String,
     },
+    /// The status of every server (also what no arguments mean).
     Status,
 }
 

@@ -9,55 +9,94 @@ use std::time::Duration;
 pub enum ConnectError {
     /// The configuration cannot work as written (missing cwd, bad header name, unknown transport…).
     #[error("server `{server}`: {message}")]
-    Config { server: String, message: String },
+    Config {
+        /// The server's name.
+        server: String,
+        /// What is wrong and where.
+        message: String,
+    },
     /// A `!command` secret or `bearerTokenEnv` could not be resolved.
     #[error("server `{server}`: {message}")]
-    Secret { server: String, message: String },
+    Secret {
+        /// The server's name.
+        server: String,
+        /// Which field's secret failed and how (never the value).
+        message: String,
+    },
     /// The process could not be started (program not found, not executable, fork failed).
     #[error("server `{server}`: {message}")]
-    Spawn { server: String, message: String },
+    Spawn {
+        /// The server's name.
+        server: String,
+        /// Why the process could not start.
+        message: String,
+    },
     /// The process exited before the handshake finished.
     #[error("server `{server}` exited during startup ({}){}", exit_text(*code), stderr_suffix(stderr))]
     ExitedAtStart {
+        /// The server's name.
         server: String,
+        /// Its exit code (`None`: killed by a signal).
         code: Option<i32>,
+        /// The end of its stderr, redacted.
         stderr: String,
     },
     /// Spawn + handshake did not finish in time (`timeouts.startup`); the child was killed.
     #[error("server `{server}` did not finish its handshake within {}{}", secs(*after), stderr_suffix(stderr))]
     StartupTimeout {
+        /// The server's name.
         server: String,
+        /// How long it was given.
         after: Duration,
+        /// The end of its stderr, redacted.
         stderr: String,
     },
     /// HTTP 401: the server wants credentials (OAuth or a bearer token).
     #[error("server `{server}` needs authentication{}", challenge.as_ref().map(|_| " (the server sent a WWW-Authenticate challenge)").unwrap_or(""))]
-    NeedsAuth { server: String, challenge: Option<String> },
+    NeedsAuth {
+        /// The server's name.
+        server: String,
+        /// The `WWW-Authenticate` challenge it sent, if any.
+        challenge: Option<String>,
+    },
     /// An HTTP-level failure, with a hint from the shape probe.
     #[error("server `{server}`: {hint}")]
     Http {
+        /// The server's name.
         server: String,
+        /// The HTTP status, when there was an answer.
         status: Option<u16>,
+        /// What the probe of the endpoint suggests.
         hint: String,
+        /// Whether a retry may succeed (a network error or 5xx rather than a wrong URL).
         transient: bool,
     },
     /// The Unix socket could not be reached.
     #[error("server `{server}`: {message}")]
     Socket {
+        /// The server's name.
         server: String,
+        /// Why it could not be reached.
         message: String,
+        /// Whether a retry may succeed (nobody listening yet).
         transient: bool,
     },
     /// The peer answered, but not with a usable MCP handshake.
     #[error("server `{server}`: {message}{}", stderr_suffix(stderr))]
     Protocol {
+        /// The server's name.
         server: String,
+        /// What was wrong with the answer.
         message: String,
+        /// The end of its stderr (stdio servers), redacted.
         stderr: String,
     },
     /// The attempt was cancelled; any child was killed.
     #[error("server `{server}`: connect cancelled")]
-    Cancelled { server: String },
+    Cancelled {
+        /// The server's name.
+        server: String,
+    },
 }
 
 fn exit_text(code: Option<i32>) -> String {

@@ -37,18 +37,25 @@ use serde_json::{Map, Value};
 /// One host whose config files can be imported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum HostKind {
+    /// Cursor.
     #[serde(rename = "cursor")]
     Cursor,
+    /// Claude Code.
     #[serde(rename = "claude-code")]
     ClaudeCode,
+    /// Claude Desktop.
     #[serde(rename = "claude-desktop")]
     ClaudeDesktop,
+    /// OpenCode.
     #[serde(rename = "opencode")]
     OpenCode,
+    /// Visual Studio Code.
     #[serde(rename = "vscode")]
     VsCode,
+    /// Windsurf.
     #[serde(rename = "windsurf")]
     Windsurf,
+    /// OpenAI Codex (TOML config).
     #[serde(rename = "codex")]
     Codex,
 }
@@ -107,8 +114,11 @@ impl std::fmt::Display for HostKind {
 /// The operating system whose path conventions apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Os {
+    /// Linux (and other Unix-likes).
     Linux,
+    /// macOS.
     MacOs,
+    /// Windows.
     Windows,
 }
 
@@ -139,6 +149,7 @@ pub struct ImportEnv {
     pub home: PathBuf,
     /// The project (workspace) directory: project-scope files, Claude Code's `projects[<dir>]`, `${workspaceFolder}`.
     pub project_dir: PathBuf,
+    /// The OS whose path conventions apply.
     pub os: Os,
     /// `%APPDATA%` (Windows; defaults to `<home>\AppData\Roaming`).
     pub appdata: Option<PathBuf>,
@@ -169,7 +180,9 @@ impl ImportEnv {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ImportScope {
+    /// A file of the user's (home directory).
     User,
+    /// A file of the project directory (needs project trust).
     Project,
 }
 
@@ -177,9 +190,13 @@ pub enum ImportScope {
 /// and field names, so the loader parses them exactly like entries from pimcp's own files. Order: as in the file.
 #[derive(Debug, Clone)]
 pub struct ImportedFile {
+    /// The host the file belongs to.
     pub host: HostKind,
+    /// The file.
     pub path: PathBuf,
+    /// Its servers, by name, in pimcp's own JSON shape.
     pub servers: Vec<(String, Map<String, Value>)>,
+    /// What could not be carried over.
     pub notes: Vec<ImportNote>,
 }
 
@@ -193,8 +210,11 @@ impl ImportedFile {
 /// A host field with no pimcp equivalent (never silently dropped), or a server skipped. Never contains a value.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ImportNote {
+    /// The server it is about, if one.
     pub server: Option<String>,
+    /// The host field it is about, if one.
     pub field: Option<String>,
+    /// What was dropped or skipped, and why.
     pub message: String,
 }
 
@@ -212,21 +232,35 @@ impl std::fmt::Display for ImportNote {
 /// Why one host file could not be imported (the other files of the host still are).
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
+    /// The file could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// The file does not parse (JSON, JSONC or TOML).
     #[error("{}:{line}:{column}: {message}", path.display())]
     Syntax {
+        /// The file.
         path: PathBuf,
+        /// The line of the error (1-based).
         line: usize,
+        /// The column of the error (1-based).
         column: usize,
+        /// What the parser expected.
         message: String,
     },
+    /// The file parses but is not shaped like the host's config.
     #[error("{}: {message}", path.display())]
-    Shape { path: PathBuf, message: String },
+    Shape {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl ImportError {
