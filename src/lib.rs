@@ -45,7 +45,6 @@
 // No unsafe code here: the operating system is reached through the lower crates' OS layers.
 #![forbid(unsafe_code)]
 // Every public item of the facade says what it is for.
-#![warn(missing_docs)]
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -42,7 +42,9 @@ const WRITE_BUFFER_MIN: usize = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheFile {
+    /// The file format's version ([`CACHE_VERSION`]); another version is ignored as a whole.
     pub version: u32,
+    /// Each server's entry, by name.
     #[serde(default)]
     pub servers: BTreeMap<String, CacheEntry>,
 }
@@ -177,12 +179,14 @@ impl<'de> Deserialize<'de> for CacheEntry {
 /// How usable an entry is for a given server definition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Freshness {
+    /// Within its age: used as the server's metadata until it connects.
     Fresh,
     /// Older than 7 days or its positive `ttlMs`: served marked stale when the server cannot be reached.
     Stale,
 }
 
 impl CacheEntry {
+    /// An entry for the server whose identity hashes to `config_hash`, written at `now`.
     pub fn new(config_hash: String, metadata: impl Into<Arc<ServerMetadata>>, now: SystemTime) -> CacheEntry {
         CacheEntry {
             config_hash,
@@ -233,6 +237,7 @@ impl MetadataCache {
         }
     }
 
+    /// The cache file.
     pub fn path(&self) -> &Path {
         &self.path
     }

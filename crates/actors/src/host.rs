@@ -48,8 +48,11 @@ pub trait RootsProvider: Send + Sync + 'static {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ApprovalDecision {
+    /// Allow this call.
     AllowOnce,
+    /// Allow this call and every later call of the same tool in this session.
     AllowForSession,
+    /// Refuse the call (category `approval`).
     Deny,
     /// There is no way to ask (headless): the call fails closed with category `approval`.
     InputRequired,
@@ -71,12 +74,15 @@ pub enum ApprovalKind {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ApprovalRequest {
+    /// The server's name.
     pub server: String,
     /// The exposed name.
     pub tool: String,
     /// The upstream name.
     pub original: String,
+    /// The call's arguments.
     pub arguments: Option<JsonObject>,
+    /// What is asked for: a tool call or a server's sampling request.
     pub kind: ApprovalKind,
 }
 
@@ -140,9 +146,13 @@ pub trait ApprovalHandler: Send + Sync + 'static {
 /// matching capability is not advertised to servers.
 #[derive(Clone, Default)]
 pub struct Handlers {
+    /// Answers `sampling/createMessage`; `None`: sampling is declined and not advertised.
     pub sampling: Option<Arc<dyn SamplingHandler>>,
+    /// Answers `elicitation/create`; `None`: declined and not advertised.
     pub elicitation: Option<Arc<dyn ElicitationHandler>>,
+    /// Answers `roots/list`; `None`: no roots.
     pub roots: Option<Arc<dyn RootsProvider>>,
+    /// Decides calls `approveTools` gates (and sampling); `None`: nobody to ask, gated calls fail closed.
     pub approval: Option<Arc<dyn ApprovalHandler>>,
 }
 

@@ -34,15 +34,20 @@ pub struct CallOptions {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolOutput {
+    /// The server's name.
     pub server: String,
     /// The exposed name.
     pub tool: String,
     /// The upstream name (or `read_<resource>`).
     pub original: String,
+    /// The result's content blocks.
     pub content: Vec<ContentBlock>,
+    /// The result's `structuredContent`, when the tool sent one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<serde_json::Value>,
+    /// Whether the tool reported an error (`isError`).
     pub is_error: bool,
+    /// The result's `_meta`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<MetaObject>,
 }

@@ -132,12 +132,14 @@ pub struct Glob {
 }
 
 impl Glob {
+    /// The glob `pattern`.
     pub fn new(pattern: &str) -> Glob {
         Glob {
             chars: pattern.chars().collect(),
         }
     }
 
+    /// Whether the whole of `text` matches.
     pub fn matches(&self, text: &str) -> bool {
         let t: Vec<char> = text.chars().collect();
         let p = &self.chars;
@@ -174,6 +176,7 @@ pub struct ToolFilter {
 }
 
 impl ToolFilter {
+    /// A filter from `includeTools` (empty: everything) and `excludeTools` globs.
     pub fn new(include: &[String], exclude: &[String]) -> ToolFilter {
         ToolFilter {
             include: include.iter().map(|p| Glob::new(p)).collect(),
@@ -186,6 +189,7 @@ impl ToolFilter {
         self.include.is_empty() && self.exclude.is_empty()
     }
 
+    /// Whether a tool known by any of `candidates` (its original and prefixed names) passes.
     pub fn allows(&self, candidates: &[String]) -> bool {
         let hit = |globs: &[Glob]| globs.iter().any(|g| candidates.iter().any(|c| g.matches(c)));
         let included = self.include.is_empty() || hit(&self.include);

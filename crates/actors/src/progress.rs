@@ -8,8 +8,11 @@ use rmcp::model::ProgressToken;
 /// One `notifications/progress` a server sent about a call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallProgress {
+    /// How far along the call is (grows with each report).
     pub progress: f64,
+    /// The total, when the server knows it.
     pub total: Option<f64>,
+    /// What the server says it is doing.
     pub message: Option<String>,
 }
 

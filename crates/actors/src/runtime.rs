@@ -39,16 +39,20 @@ pub struct RuntimeOptions {
     pub agent_dir: PathBuf,
     /// Private data (OAuth tokens, trust records, spill files) for later subsystems.
     pub data_dir: PathBuf,
+    /// How stdio servers are spawned and guarded (the guardian).
     pub process: ProcessOptions,
     /// One shared HTTP client; `None` builds the transport's default.
     pub http: Option<reqwest::Client>,
+    /// The host's callbacks (sampling, elicitation, roots, approval).
     pub handlers: Handlers,
+    /// Timings of backoff, breaker, health checks and approvals.
     pub tuning: Tuning,
     /// OAuth: an injected token store, the browser opener, the callback port, `private_key_jwt` keys.
     pub auth: AuthOptions,
 }
 
 impl RuntimeOptions {
+    /// Options with defaults for everything but the configuration and the two directories.
     pub fn new(config: Config, agent_dir: impl Into<PathBuf>, data_dir: impl Into<PathBuf>) -> RuntimeOptions {
         RuntimeOptions {
             config,
@@ -69,10 +73,12 @@ impl RuntimeOptions {
 pub struct ShutdownReport {
     /// Every server closed gracefully within the bound (otherwise the rest were killed).
     pub graceful: bool,
+    /// How long the shutdown took.
     pub elapsed: Duration,
 }
 
 impl ShutdownReport {
+    /// A report (for hosts that drive their own shutdown and report it the same way).
     pub fn new(graceful: bool, elapsed: Duration) -> ShutdownReport {
         ShutdownReport { graceful, elapsed }
     }
@@ -99,8 +105,8 @@ impl std::fmt::Debug for RuntimeHandle {
 pub const RECONFIGURE_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl RuntimeHandle {
-    /// The pid of this runtime's guardian process while one runs (it starts with the first stdio server; see
-    /// [`Guardian`](crate::process::Guardian)).
+    /// The pid of this runtime's guardian process while one runs (it starts with the first stdio server and kills
+    /// every server's process group when the runtime's process dies).
     pub fn guardian_pid(&self) -> Option<u32> {
         self.shared.process.guardian_process.pid()
     }

@@ -229,7 +229,7 @@ impl Serialize for ToolSchema {
 }
 
 impl<'de> Deserialize<'de> for ToolSchema {
-    /// Parses eagerly, except inside [`with_source`] (the metadata cache), where the value's text is only
+    /// Parses eagerly, except while the metadata cache loads its file, where the value's text is only
     /// skipped over and its range kept.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
         if reading() {

@@ -3,7 +3,6 @@
 //! on an actor.
 
 // Hosts read every one of these types: each public item says what it is.
-#![warn(missing_docs)]
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -13,7 +13,9 @@ use rmcp::model::{MetaObject, RequestMetaObject};
 /// The W3C trace context of a span, as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TraceContext {
+    /// The `traceparent` header value.
     pub traceparent: String,
+    /// The `tracestate` header value, when there is one.
     pub tracestate: Option<String>,
 }
 

@@ -144,6 +144,7 @@ impl CallbackListener {
         &self.redirect_uri
     }
 
+    /// The port the listener is bound to.
     pub fn port(&self) -> u16 {
         self.port
     }

@@ -20,11 +20,22 @@ pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LoginNotice {
     /// The browser was asked to open this URL.
-    BrowserOpened { url: String },
+    BrowserOpened {
+        /// The authorization URL.
+        url: String,
+    },
     /// No browser (headless, or opening failed): show this URL and ask for the redirect URL or code.
-    OpenManually { url: String, reason: String },
+    OpenManually {
+        /// The authorization URL.
+        url: String,
+        /// Why no browser was opened.
+        reason: String,
+    },
     /// A redirect or pasted input was refused; still waiting.
-    InputRejected { reason: String },
+    InputRejected {
+        /// Why it was refused.
+        reason: String,
+    },
 }
 
 /// How [`login`] behaves.
@@ -32,6 +43,7 @@ pub enum LoginNotice {
 pub struct LoginOptions {
     /// Try the browser (false on headless machines: only print the URL).
     pub open_browser: bool,
+    /// How long to wait for the redirect or the pasted input.
     pub timeout: Duration,
     /// The 401 challenge that triggered the login, if any.
     pub challenge: Option<Challenge>,

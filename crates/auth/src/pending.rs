@@ -27,7 +27,9 @@ use crate::store::write_private_atomic;
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingLogin {
+    /// The server's configured name.
     pub server: String,
+    /// The MCP server's URL.
     pub server_url: String,
     pub(crate) state: String,
     pub(crate) verifier: String,

@@ -18,11 +18,14 @@ use crate::error::{Error, Result};
 /// when the stored `serverUrl` equals [`StoreKey::url`]: a URL change invalidates them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct StoreKey {
+    /// The server's configured name.
     pub server: String,
+    /// The server's URL.
     pub url: String,
 }
 
 impl StoreKey {
+    /// The key of `server` at `url`.
     pub fn new(server: impl Into<String>, url: impl Into<String>) -> StoreKey {
         StoreKey {
             server: server.into(),
@@ -52,6 +55,7 @@ pub enum TokenEndpointAuthMethod {
 }
 
 impl TokenEndpointAuthMethod {
+    /// The RFC 7591 name of the method.
     pub fn as_str(self) -> &'static str {
         match self {
             TokenEndpointAuthMethod::None => "none",
@@ -61,6 +65,7 @@ impl TokenEndpointAuthMethod {
         }
     }
 
+    /// The method an RFC 7591 name stands for (`None` for a name this client does not know).
     pub fn parse(text: &str) -> Option<TokenEndpointAuthMethod> {
         match text {
             "none" => Some(TokenEndpointAuthMethod::None),
@@ -75,17 +80,21 @@ impl TokenEndpointAuthMethod {
 /// The OAuth client this record's tokens were issued to.
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct ClientRegistration {
+    /// `client_id`.
     pub client_id: String,
+    /// `client_secret`, for confidential clients.
     pub client_secret: Option<Secret>,
     /// Unix seconds (RFC 7591).
     pub client_id_issued_at: Option<u64>,
     /// Unix seconds; 0 means "never" (RFC 7591).
     pub client_secret_expires_at: Option<u64>,
+    /// The redirect URIs the client registered.
     pub redirect_uris: Vec<String>,
     /// The authorization server the client is registered with.
     pub issuer: Option<String>,
     /// From configuration (`oauth.clientId`), not from dynamic registration or a metadata document.
     pub pre_registered: bool,
+    /// How the client authenticates at the token endpoint.
     pub auth_method: TokenEndpointAuthMethod,
 }
 
@@ -107,7 +116,9 @@ impl fmt::Debug for ClientRegistration {
 /// Tokens for one server, bound to its URL and to the issuer that minted them. `Debug` redacts every secret.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TokenRecord {
+    /// The access token.
     pub access_token: Secret,
+    /// The refresh token, when the server issued one.
     pub refresh_token: Option<Secret>,
     /// Unix seconds; `None` when the server gave no `expires_in`.
     pub expires_at: Option<u64>,
@@ -119,6 +130,7 @@ pub struct TokenRecord {
     pub server_url: String,
     /// The authorization server (RFC 8414 `issuer`) that issued them.
     pub issuer: Option<String>,
+    /// The client the tokens were issued to.
     pub client: ClientRegistration,
     /// Where to refresh, so a refresh needs no discovery.
     pub token_endpoint: Option<String>,

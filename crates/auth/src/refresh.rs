@@ -47,6 +47,7 @@ impl TokenManager {
         self
     }
 
+    /// The store the manager reads and writes.
     pub fn store(&self) -> &Arc<dyn TokenStore> {
         &self.store
     }
@@ -176,11 +177,15 @@ impl TokenManager {
 /// The token part of a record, as shared with cooperating host code. `Debug` redacts the tokens.
 #[derive(Clone, PartialEq, Eq)]
 pub struct HostTokens {
+    /// The access token.
     pub access_token: Secret,
+    /// The refresh token, when there is one.
     pub refresh_token: Option<Secret>,
     /// Unix seconds.
     pub expires_at: Option<u64>,
+    /// The granted scopes, space-separated.
     pub scope: Option<String>,
+    /// The token type (`Bearer`).
     pub token_type: String,
 }
 

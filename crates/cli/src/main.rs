@@ -40,7 +40,7 @@ docs/cli.md). Logs go to stderr (PIMCP_LOG or RUST_LOG, e.g. PIMCP_LOG=debug).";
 #[derive(Debug, Parser)]
 #[command(name = "pimcp-run", version, after_help = AFTER_HELP)]
 pub(crate) struct Cli {
-    /// Read this file instead of <agentDir>/mcp.json (source 4); `add --global` and `init` write it.
+    /// Read this file instead of `<agentDir>/mcp.json` (source 4); `add --global` and `init` write it.
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// Project directory (default: the current directory). For `add` and `remove`, `--project` alone selects the

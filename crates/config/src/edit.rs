@@ -38,19 +38,32 @@ pub enum EditScope {
 /// The transport of a server to add.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerSpec {
-    Stdio { command: String, args: Vec<String> },
-    Http { url: String },
+    /// A child process.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+    /// A Streamable HTTP endpoint.
+    Http {
+        /// The URL.
+        url: String,
+    },
 }
 
 /// `pimcp-run add`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddServer {
+    /// The server's name.
     pub name: String,
+    /// Its transport.
     pub spec: ServerSpec,
     /// `KEY=VALUE` pairs for a stdio server's `env`, written as given (use `${VAR}` to avoid literal secrets).
     pub env: Vec<(String, String)>,
     /// `Name: value` pairs for an HTTP server's `headers`, written as given.
     pub headers: Vec<(String, String)>,
+    /// Which file gets it.
     pub scope: EditScope,
 }
 

@@ -23,7 +23,9 @@ pub const REDACTED: &str = "<redacted>";
 /// One field's value (as written, redacted) and the source that set it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FieldView {
+    /// The value as written, secrets redacted.
     pub value: Value,
+    /// The source that set it.
     pub from: Origin,
 }
 
@@ -31,9 +33,12 @@ pub struct FieldView {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceView {
+    /// Which source it is.
     #[serde(flatten)]
     pub origin: Origin,
+    /// Whether the file exists.
     pub exists: bool,
+    /// Whether it was read and merged.
     pub loaded: bool,
     /// For project-scope files: whether the project trust record covers the file as it is now.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -44,6 +49,7 @@ pub struct SourceView {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerView {
+    /// The server's name.
     pub name: String,
     /// `available`, `disabled`, `untrusted` or `config-error`.
     pub status: &'static str,
@@ -64,10 +70,15 @@ pub struct ServerView {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigView {
+    /// The project directory the config was loaded for.
     pub project_dir: PathBuf,
+    /// Every config file that was considered, in precedence order.
     pub sources: Vec<SourceView>,
+    /// Each setting that was set, with its source.
     pub settings: BTreeMap<String, FieldView>,
+    /// Every configured server.
     pub servers: Vec<ServerView>,
+    /// Every problem met while loading.
     pub problems: Vec<ConfigProblem>,
 }
 

@@ -5,8 +5,11 @@ use serde_json::Value;
 /// A JSONC parse failure, positioned in the original text (1-based line and column).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsoncError {
+    /// The line of the error (1-based).
     pub line: usize,
+    /// The column of the error (1-based).
     pub column: usize,
+    /// What the parser expected.
     pub message: String,
 }
 

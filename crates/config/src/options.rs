@@ -10,6 +10,7 @@ use crate::paths::{self, EnvMap, canonical_or_self};
 /// Everything loading reads from the outside world, passed explicitly (tests use temp dirs, never the real HOME).
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
+    /// The user's home directory (sources 1–4 and host imports).
     pub home: PathBuf,
     /// The project directory (sources 5 and 6, trust, relative paths).
     pub project_dir: PathBuf,

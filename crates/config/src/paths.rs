@@ -14,6 +14,7 @@ use crate::model::SourceKind;
 pub struct EnvMap(BTreeMap<String, String>);
 
 impl EnvMap {
+    /// An empty map.
     pub fn new() -> EnvMap {
         EnvMap::default()
     }
@@ -25,6 +26,7 @@ impl EnvMap {
             .collect()
     }
 
+    /// The value of `name`, if set.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str)
     }
@@ -34,15 +36,18 @@ impl EnvMap {
         self.get(name).filter(|v| !v.is_empty())
     }
 
+    /// Sets `name` to `value`.
     pub fn insert(&mut self, name: impl Into<String>, value: impl Into<String>) -> &mut EnvMap {
         self.0.insert(name.into(), value.into());
         self
     }
 
+    /// Unsets `name`, returning its value.
     pub fn remove(&mut self, name: &str) -> Option<String> {
         self.0.remove(name)
     }
 
+    /// The names that are set.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }

@@ -24,15 +24,19 @@ pub struct HostPreview {
     pub host: String,
     /// Already listed in `imports` (or enabled by `hostConfigDiscovery: "on"`), i.e. loaded today.
     pub active: bool,
+    /// The host's config files that were looked at.
     pub files: Vec<ImportFilePreview>,
+    /// The servers they define.
     pub servers: Vec<ImportServerPreview>,
     /// Notes and problems, each naming the file, server and field.
     pub notes: Vec<ConfigProblem>,
 }
 
+/// One host config file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportFilePreview {
+    /// The file.
     pub path: PathBuf,
     /// `user` or `project`.
     pub scope: &'static str,
@@ -44,10 +48,13 @@ pub struct ImportFilePreview {
     pub error: Option<String>,
 }
 
+/// One server a host file defines.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportServerPreview {
+    /// The server's name.
     pub name: String,
+    /// The file that defines it.
     pub path: PathBuf,
     /// `stdio`, `http`, `socket`, or `unknown` when the entry has no transport.
     pub transport: &'static str,

@@ -26,6 +26,7 @@ impl fmt::Display for ConfigProblem {
 }
 
 impl ConfigProblem {
+    /// Whether the problem made loading skip a file or entry.
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
     }

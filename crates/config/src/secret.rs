@@ -43,7 +43,9 @@ pub fn is_control_env(key: &OsStr) -> bool {
 /// Limits, working directory, guardian and cancellation for [`SecretValue::resolve_with`].
 #[derive(Debug, Clone)]
 pub struct ResolveOptions {
+    /// How long the command may run.
     pub timeout: Duration,
+    /// The most bytes of output it may print.
     pub max_output: usize,
     /// Working directory of the command (default: pimcp's current directory).
     pub cwd: Option<PathBuf>,

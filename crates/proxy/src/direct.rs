@@ -19,7 +19,9 @@ pub const NO_DESCRIPTION: &str = "(no description)";
 /// One direct tool: the definition the host sees and the catalog entry it calls.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DirectTool {
+    /// The definition the host lists (name, description, schemas, annotations).
     pub tool: Tool,
+    /// The catalog entry a call runs.
     pub target: Arc<CatalogTool>,
 }
 

@@ -154,6 +154,7 @@ impl Need {
 }
 
 impl HostBridge {
+    /// A bridge with no session attached yet.
     pub fn new() -> HostBridge {
         HostBridge::default()
     }

@@ -130,6 +130,7 @@ impl SpillDir {
         })
     }
 
+    /// The spill directory.
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
@@ -188,10 +189,15 @@ impl SpillDir {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GuardReport {
+    /// Whether the text was cut to the limits.
     pub truncated: bool,
+    /// The size of the text before the guard.
     pub original_bytes: usize,
+    /// Its lines before the guard.
     pub original_lines: usize,
+    /// The size of the text the model gets.
     pub returned_bytes: usize,
+    /// Its lines.
     pub returned_lines: usize,
     /// The file holding the full text, when it was cut and saved.
     pub full_output: Option<PathBuf>,
@@ -204,8 +210,11 @@ pub struct GuardReport {
 /// A guarded result: one text block (all text joined by newlines) followed by the images.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Guarded {
+    /// The text block, then the images.
     pub content: Vec<ContentBlock>,
+    /// Whether the tool reported an error.
     pub is_error: bool,
+    /// What the guard did.
     pub report: GuardReport,
 }
 

@@ -17,19 +17,23 @@ const DEFAULT_IMAGE_MIME: &str = "image/png";
 /// Base64 payloads that are not images: the output guard writes them to files (or notes why not).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Binary {
+    /// What the payload is.
     pub kind: BinaryKind,
     /// The resource URI, for blob resources.
     pub uri: Option<String>,
+    /// Its MIME type, when given.
     pub mime_type: Option<String>,
     /// Base64 as received.
     pub base64: String,
 }
 
+/// Which kind of content a [`Binary`] came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BinaryKind {
     /// An embedded resource with a `blob`.
     Resource,
+    /// Audio content.
     Audio,
 }
 
@@ -37,15 +41,20 @@ pub enum BinaryKind {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Piece {
+    /// Text, in the order it came.
     Text(String),
+    /// An image, kept as content for the host.
     Image(ImageContent),
+    /// A non-image payload the guard writes to a file.
     Binary(Binary),
 }
 
 /// A rendered result, ready for the output guard.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rendered {
+    /// The pieces, in the upstream order.
     pub pieces: Vec<Piece>,
+    /// Whether the tool reported an error.
     pub is_error: bool,
 }
 

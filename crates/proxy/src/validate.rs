@@ -152,7 +152,9 @@ impl ArgsValidator {
 pub struct OutputReport {
     /// The content matches (or the schema could not be used; see `schema_problem`).
     pub valid: bool,
+    /// One line per mismatch.
     pub problems: Vec<String>,
+    /// Why the schema could not be used, when it could not.
     pub schema_problem: Option<String>,
 }
 

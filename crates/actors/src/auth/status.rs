@@ -24,7 +24,9 @@ pub enum AuthMode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerAuthStatus {
+    /// The server's name.
     pub name: String,
+    /// How it authenticates.
     pub mode: AuthMode,
     /// `authorization_code` or `client_credentials` (OAuth-capable servers only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -36,9 +38,12 @@ pub struct ServerAuthStatus {
     /// Unix seconds; absent when unknown or the server gave no lifetime.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<u64>,
+    /// Whether a refresh token is stored.
     pub has_refresh_token: bool,
+    /// The granted scopes, space-separated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
+    /// The authorization server that issued the tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub issuer: Option<String>,
     /// A login started in this process and waiting for its redirect.
@@ -86,10 +91,12 @@ pub struct PendingLogin {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuthStatus {
+    /// Every configured server, by name.
     pub servers: Vec<ServerAuthStatus>,
 }
 
 impl AuthStatus {
+    /// One server's line.
     pub fn server(&self, name: &str) -> Option<&ServerAuthStatus> {
         self.servers.iter().find(|s| s.name == name)
     }

@@ -45,7 +45,7 @@ pub const GUARDIAN_BINARY: &str = "pimcp-guardian";
 /// Environment variable naming the guardian executable ([`GuardianMode::Auto`]).
 pub(crate) const GUARDIAN_ENV: &str = "PIMCP_GUARDIAN";
 /// How many pimcp runtimes started this process, one inside the other: each stdio server gets its runtime's depth
-/// plus one. A runtime at [`MAX_NESTING`] starts no server, so a pimcp that reaches itself through a wrapper the
+/// plus one. A runtime at the maximum depth (2) starts no server, so a pimcp that reaches itself through a wrapper the
 /// configuration check and the handshake check cannot see in time still makes a bounded process tree.
 pub const NESTING_ENV: &str = "PIMCP_NESTING";
 /// The depth at which a runtime starts no server: pimcp → a server → pimcp still works (an agent host served as an
@@ -83,6 +83,7 @@ pub enum GuardianMode {
 /// Process settings shared by every stdio server of a runtime.
 #[derive(Clone, Debug)]
 pub struct ProcessOptions {
+    /// Whether and how a guardian process watches the servers' process groups.
     pub guardian: GuardianMode,
     /// Wait after closing stdin, and again after SIGTERM, before escalating.
     pub close_grace: Duration,
@@ -282,7 +283,7 @@ fn spawn_leader(mut cmd: tokio::process::Command, guardian: Option<Guardian>) ->
     })
 }
 
-/// How a [`ChildProcess::shutdown`] ended.
+/// How the bounded close of a stdio server's process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShutdownOutcome {
     /// The process exited on its own (stdin EOF) within the grace period.
@@ -291,7 +292,7 @@ pub enum ShutdownOutcome {
     Terminated,
     /// It needed SIGKILL.
     Killed,
-    /// It survived SIGKILL for [`KILL_WAIT`] (uninterruptible sleep); it was left to the kernel.
+    /// It survived SIGKILL for a while (uninterruptible sleep); it was left to the kernel.
     Unreaped,
 }
 

@@ -113,6 +113,7 @@ impl StderrTail {
         self.inner.ring.lock().map(|r| r.bytes.len()).unwrap_or(0)
     }
 
+    /// Whether nothing was kept.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -7,8 +7,12 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
+    /// A child process over stdin/stdout.
     Stdio,
+    /// Streamable HTTP.
     StreamableHttp,
+    /// The legacy HTTP+SSE transport.
     LegacySse,
+    /// A Unix socket.
     UnixSocket,
 }

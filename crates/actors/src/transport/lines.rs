@@ -156,6 +156,8 @@ where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
+    /// A transport reading lines from `read` and writing to `write`; a line longer than `limit` bytes and every line
+    /// `policy` refuses never reach rmcp.
     pub fn new(read: R, write: W, limit: usize, policy: P) -> Self {
         JsonLines {
             read: BufReader::with_capacity(64 * 1024, read),

@@ -40,6 +40,7 @@ use crate::process::{ChildProcess, ProcessOptions, ShutdownOutcome, StderrTail};
 /// Everything one connect attempt needs; built by the server actor for each attempt.
 #[derive(Clone)]
 pub struct ConnectSpec {
+    /// The server to connect to.
     pub server: pimcp_config::ServerConfig,
     /// Default working directory of stdio servers.
     pub project_dir: PathBuf,
@@ -47,6 +48,7 @@ pub struct ConnectSpec {
     pub http: SharedHttp,
     /// The era remembered in the metadata cache (used with protocol `auto`).
     pub era_hint: Option<Era>,
+    /// How stdio servers are spawned and guarded.
     pub process: ProcessOptions,
     /// Cancelling aborts the attempt promptly and kills any child.
     pub cancel: CancellationToken,
@@ -90,13 +92,19 @@ pub enum Era {
 
 /// A live connection: the rmcp client plus what was negotiated, and the process or session behind it.
 pub struct Connection<H: ClientHandler> {
+    /// The running rmcp client.
     pub client: RunningService<RoleClient, H>,
+    /// The protocol era that was negotiated.
     pub era: Era,
     /// The negotiated protocol version, e.g. `2025-11-25`.
     pub protocol_version: String,
+    /// The server's `serverInfo`.
     pub server_info: Option<Implementation>,
+    /// The server's capabilities.
     pub capabilities: ServerCapabilities,
+    /// The server's `instructions`.
     pub instructions: Option<String>,
+    /// The transport in use.
     pub transport: TransportKind,
     /// Pid of the server process (stdio; it leads the server's process group).
     pub pid: Option<u32>,

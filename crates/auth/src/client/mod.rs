@@ -44,8 +44,11 @@ pub const DEFAULT_CLIENT_NAME: &str = "pimcp";
 /// What [`OAuthClient::new`] needs: the server, its `oauth` configuration and the secrets resolved from it.
 #[derive(Clone)]
 pub struct OAuthClientOptions {
+    /// The server's configured name.
     pub server_name: String,
+    /// The MCP server's URL (the protected resource).
     pub server_url: String,
+    /// The server's `oauth` configuration.
     pub config: OAuthConfig,
     /// `oauth.clientSecret`, already resolved (a `!command` has run).
     pub client_secret: Option<Secret>,
@@ -71,6 +74,7 @@ impl fmt::Debug for OAuthClientOptions {
 }
 
 impl OAuthClientOptions {
+    /// Options for `server_name` at `server_url`, no secrets resolved yet.
     pub fn new(server_name: impl Into<String>, server_url: impl Into<String>, config: OAuthConfig) -> Self {
         OAuthClientOptions {
             server_name: server_name.into(),
@@ -100,7 +104,9 @@ pub struct AuthorizationRequest {
 /// The URL to open and the CSRF `state` it carries.
 #[derive(Clone, PartialEq, Eq)]
 pub struct AuthorizationStart {
+    /// The authorization URL to open in a browser.
     pub url: String,
+    /// The CSRF `state` the redirect must carry back.
     pub state: String,
 }
 
@@ -187,10 +193,12 @@ impl OAuthClient {
         })
     }
 
+    /// The server's configured name.
     pub fn server(&self) -> &str {
         &self.inner.server
     }
 
+    /// The MCP server's URL.
     pub fn server_url(&self) -> &str {
         self.inner.server_url.as_str()
     }

@@ -23,6 +23,7 @@ impl std::fmt::Debug for MemoryStore {
 }
 
 impl MemoryStore {
+    /// An empty store.
     pub fn new() -> MemoryStore {
         MemoryStore::default()
     }

@@ -5,7 +5,6 @@
 //! compiled argument validator per tool schema, and the [`SpillDir`] of the output guard.
 
 // Hosts read these types through `pimcp`: each public item says what it is.
-#![warn(missing_docs)]
 
 mod call;
 mod discovery;

@@ -24,12 +24,14 @@ use crate::server::stdin_pipe;
 pub struct AttachOptions {
     /// The instance's MCP endpoint, e.g. `http://127.0.0.1:8765/mcp`.
     pub url: String,
+    /// The instance's bearer token, when it requires one.
     pub token: Option<AuthToken>,
     /// Cancelling it ends the relay (besides stdin EOF and SIGINT/SIGTERM).
     pub shutdown: Option<CancellationToken>,
 }
 
 impl AttachOptions {
+    /// Attach to `url` with no token.
     pub fn new(url: impl Into<String>) -> AttachOptions {
         AttachOptions {
             url: url.into(),
@@ -38,11 +40,13 @@ impl AttachOptions {
         }
     }
 
+    /// Sends `token` as the bearer token.
     pub fn with_token(mut self, token: Option<AuthToken>) -> Self {
         self.token = token;
         self
     }
 
+    /// Ends the relay when `token` is cancelled.
     pub fn with_shutdown_token(mut self, token: CancellationToken) -> Self {
         self.shutdown = Some(token);
         self

@@ -67,9 +67,13 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Browser `Origin`s accepted besides loopback ones (`scheme://host[:port]`). Requests without `Origin` pass.
     pub allowed_origins: Vec<String>,
+    /// The largest request body accepted (default [`DEFAULT_MAX_BODY_BYTES`]); larger ones get 413.
     pub max_body_bytes: usize,
+    /// The most sessions at once (default [`DEFAULT_MAX_SESSIONS`]); one more `initialize` gets 503.
     pub max_sessions: usize,
+    /// The most requests of one session in flight at once (default [`DEFAULT_MAX_REQUESTS_PER_SESSION`]).
     pub max_requests_per_session: usize,
+    /// How long a session may go unused before it is closed (default [`DEFAULT_SESSION_IDLE`]).
     pub session_idle: Duration,
 }
 
@@ -88,36 +92,43 @@ impl Default for HttpOptions {
 }
 
 impl HttpOptions {
+    /// Requires `token` as a bearer token on every request.
     pub fn with_token(mut self, token: AuthToken) -> Self {
         self.token = Some(token);
         self
     }
 
+    /// Accepts these `Host` values too.
     pub fn with_allowed_hosts(mut self, hosts: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.allowed_hosts = hosts.into_iter().map(Into::into).collect();
         self
     }
 
+    /// Accepts these browser origins too.
     pub fn with_allowed_origins(mut self, origins: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.allowed_origins = origins.into_iter().map(Into::into).collect();
         self
     }
 
+    /// Another body limit.
     pub fn with_max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = bytes;
         self
     }
 
+    /// Another session cap.
     pub fn with_max_sessions(mut self, sessions: usize) -> Self {
         self.max_sessions = sessions.max(1);
         self
     }
 
+    /// Another per-session cap.
     pub fn with_max_requests_per_session(mut self, requests: usize) -> Self {
         self.max_requests_per_session = requests.max(1);
         self
     }
 
+    /// Another idle timeout for sessions.
     pub fn with_session_idle(mut self, idle: Duration) -> Self {
         self.session_idle = idle;
         self

@@ -71,9 +71,11 @@ pub struct ScriptOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ScriptCall {
+    /// The exposed tool name.
     pub tool: String,
     /// The error category; `None` when the call succeeded.
     pub category: Option<String>,
+    /// How long the call took.
     pub elapsed: Duration,
 }
 
@@ -91,8 +93,11 @@ pub enum ScriptError {
     Cancelled,
     /// It threw and did not catch; `category` is set for a failed `tools.*` request (`ToolError`).
     Thrown {
+        /// The thrown error's `name` (`Error`, `TypeError`, `ToolError`, …).
         name: String,
+        /// Its `message`.
         message: String,
+        /// The error category of a failed `tools.*` request.
         category: Option<String>,
     },
     /// `code` was missing or not a string.

@@ -94,11 +94,13 @@ impl Default for ServeOptions {
 }
 
 impl ServeOptions {
+    /// Another bound for the whole shutdown.
     pub fn with_shutdown_bound(mut self, bound: Duration) -> Self {
         self.shutdown_bound = bound;
         self
     }
 
+    /// Another bound for draining calls in flight.
     pub fn with_drain_bound(mut self, bound: Duration) -> Self {
         self.drain_bound = bound;
         self
@@ -258,6 +260,7 @@ impl ProxyServer {
         server
     }
 
+    /// The façade every session answers through.
     pub fn proxy(&self) -> &Proxy {
         &self.inner.proxy
     }
@@ -302,6 +305,7 @@ impl ProxyServer {
         self.inner.calls.cancel();
     }
 
+    /// Whether the server is draining (no new work; calls in flight finish).
     pub fn is_draining(&self) -> bool {
         self.inner.draining.load(Ordering::SeqCst)
     }

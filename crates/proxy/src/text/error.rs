@@ -1,7 +1,6 @@
 //! Error categories and error results: [`Category`], [`with_category`], [`text_result`] and [`ProxyError`].
 
 // Hosts read these types through `pimcp`: each public item says what it is.
-#![warn(missing_docs)]
 
 use std::fmt;
 

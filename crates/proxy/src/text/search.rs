@@ -1,7 +1,6 @@
 //! The search text: ranked hits, the paging footer and the servers that were not searched.
 
 // Hosts read these types through `pimcp`: each public item says what it is.
-#![warn(missing_docs)]
 
 use super::{SEARCH_DESCRIPTION_CHARS, ServerState, one_line, plural, quoted};
 use crate::search::{MatchKind, SearchPage, SearchQuery};

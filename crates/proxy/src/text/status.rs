@@ -11,21 +11,31 @@ use crate::search::ToolDoc;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ServerState {
+    /// Connected and answering.
     Ready,
+    /// A connect is under way.
     Connecting,
     /// Metadata from the cache, not connected.
     Cached,
     /// Configured, never connected, nothing cached.
     NotStarted,
+    /// Waits for an OAuth login.
     NeedsAuth,
+    /// The last connect failed and nothing retries it by itself.
     Failed {
+        /// How long ago it failed.
         ago: Duration,
     },
+    /// In restart backoff.
     Backoff {
+        /// How long until the next attempt.
         retry_in: Duration,
     },
+    /// Disabled for this run.
     Disabled,
+    /// Defined by a project that is not trusted.
     Untrusted,
+    /// Closing its connection.
     Draining,
     /// A configuration error that bites at connect (missing variable, bad field); the reason names it.
     ConfigError,
@@ -69,7 +79,9 @@ impl ServerState {
 /// One server in the status text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerLine {
+    /// The server's name.
     pub name: String,
+    /// Its state.
     pub state: ServerState,
     /// Tools known (live or cached); `None` when nothing is known.
     pub n_tools: Option<usize>,
