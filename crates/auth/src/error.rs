@@ -103,6 +103,9 @@ pub enum Error {
         url: String,
         /// Why it failed.
         reason: String,
+        /// The HTTP client's error under this one (its URL left out), when there is one.
+        #[source]
+        source: Option<reqwest::Error>,
     },
 
     /// 403 `insufficient_scope` kept coming back after the maximum number of step-up authorizations.
@@ -122,6 +125,9 @@ pub enum Error {
         server: String,
         /// Which field's command failed and how.
         reason: String,
+        /// The `!command` error under this one, when a secret command failed.
+        #[source]
+        source: Option<pimcp_config::SecretError>,
     },
 
     /// The configuration asks for something this client cannot do, or is inconsistent.
@@ -184,6 +190,9 @@ pub enum Error {
         field: String,
         /// Why it is unusable.
         reason: String,
+        /// The `!command` error under this one, when a secret command failed.
+        #[source]
+        source: Option<pimcp_config::SecretError>,
     },
 
     /// A private key for `private_key_jwt` could not be read or used.

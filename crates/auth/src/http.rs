@@ -64,6 +64,7 @@ impl OAuthHttp {
                 what: "http client setup",
                 url: String::new(),
                 reason: http_reason(&e),
+                source: Some(e.without_url()),
             })?;
         Ok(self.client.get_or_init(|| built))
     }
@@ -88,6 +89,7 @@ impl OAuthHttp {
                 what,
                 url: display_url(current.as_str()),
                 reason: "redirect to an invalid location".into(),
+                source: None,
             })?;
             if next.origin() != current.origin() {
                 return Err(Error::Http {
@@ -97,6 +99,7 @@ impl OAuthHttp {
                         "refusing a redirect to another origin (`{}`)",
                         display_url(next.as_str())
                     ),
+                    source: None,
                 });
             }
             current = next;
@@ -105,6 +108,7 @@ impl OAuthHttp {
             what,
             url: display_url(url.as_str()),
             reason: "too many redirects".into(),
+            source: None,
         })
     }
 
@@ -115,18 +119,22 @@ impl OAuthHttp {
         what: &'static str,
         url: &str,
     ) -> Result<Fetched> {
-        let fail = |reason: String| Error::Http {
+        let fail = |reason: String, source: Option<reqwest::Error>| Error::Http {
             what,
             url: display_url(url),
             reason,
+            source: source.map(reqwest::Error::without_url),
         };
-        let mut response = request.send().await.map_err(|e| fail(http_reason(&e)))?;
+        let mut response = request.send().await.map_err(|e| fail(http_reason(&e), Some(e)))?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| fail(http_reason(&e)))? {
+        while let Some(chunk) = response.chunk().await.map_err(|e| fail(http_reason(&e), Some(e)))? {
             if body.len() + chunk.len() > MAX_OAUTH_BODY_BYTES {
-                return Err(fail(format!("response body exceeds {MAX_OAUTH_BODY_BYTES} bytes")));
+                return Err(fail(
+                    format!("response body exceeds {MAX_OAUTH_BODY_BYTES} bytes"),
+                    None,
+                ));
             }
             body.extend_from_slice(&chunk);
         }

@@ -209,6 +209,7 @@ async fn send(request: reqwest::RequestBuilder) -> Result<reqwest::Response> {
             .map(|u| crate::error::display_url(u.as_str()))
             .unwrap_or_default(),
         reason: crate::error::http_reason(&e),
+        source: Some(e.without_url()),
     })
 }
 

@@ -41,6 +41,7 @@ impl StaticCredentials {
             server: server.to_string(),
             field: "url".into(),
             reason: "not a valid URL".into(),
+            source: None,
         })?;
         let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
         for (name, value) in &transport.headers {
@@ -49,6 +50,7 @@ impl StaticCredentials {
                 server: server.to_string(),
                 field: field.clone(),
                 reason: "not a valid header name".into(),
+                source: None,
             })?;
             let resolved = resolve_secret(server, &field, value).await?;
             headers.push((header_name, header_value(server, &field, &resolved)?));
@@ -64,12 +66,14 @@ impl StaticCredentials {
                         server: server.to_string(),
                         field: "bearerTokenEnv".into(),
                         reason: format!("environment variable `{var}` is not set or empty"),
+                        source: None,
                     })?,
                 (None, None) => {
                     return Err(Error::Credential {
                         server: server.to_string(),
                         field: "bearerToken".into(),
                         reason: "`auth: \"bearer\"` needs `bearerToken` or `bearerTokenEnv`".into(),
+                        source: None,
                     });
                 }
             };
@@ -157,6 +161,7 @@ async fn resolve_secret(server: &str, field: &str, value: &SecretValue) -> Resul
                 server: server.to_string(),
                 field: field.to_string(),
                 reason: e.to_string(),
+                source: Some(e),
             })
         }
     }
@@ -167,6 +172,7 @@ fn header_value(server: &str, field: &str, value: &str) -> Result<HeaderValue> {
         server: server.to_string(),
         field: field.to_string(),
         reason: "the value cannot be sent in an HTTP header (control characters or non-ASCII)".into(),
+        source: None,
     })?;
     value.set_sensitive(true);
     Ok(value)

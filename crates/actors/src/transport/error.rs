@@ -22,6 +22,9 @@ pub enum ConnectError {
         server: String,
         /// Which field's secret failed and how (never the value).
         message: String,
+        /// The `!command` error under this one, when a command failed.
+        #[source]
+        source: Option<pimcp_config::SecretError>,
     },
     /// The process could not be started (program not found, not executable, fork failed).
     #[error("server `{server}`: {message}")]
@@ -30,6 +33,9 @@ pub enum ConnectError {
         server: String,
         /// Why the process could not start.
         message: String,
+        /// The I/O error of the spawn, when there is one.
+        #[source]
+        source: Option<std::io::Error>,
     },
     /// The process exited before the handshake finished.
     #[error("server `{server}` exited during startup ({}){}", exit_text(*code), stderr_suffix(stderr))]
@@ -80,6 +86,9 @@ pub enum ConnectError {
         message: String,
         /// Whether a retry may succeed (nobody listening yet).
         transient: bool,
+        /// The I/O error of the connect.
+        #[source]
+        source: Option<std::io::Error>,
     },
     /// The peer answered, but not with a usable MCP handshake.
     #[error("server `{server}`: {message}{}", stderr_suffix(stderr))]

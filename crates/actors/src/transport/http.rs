@@ -71,6 +71,7 @@ pub(super) async fn resolve_auth(
         let value = HeaderValue::from_str(&resolved).map_err(|_| ConnectError::Secret {
             server: name.clone(),
             message: format!("`headers.{key}` resolved to a value that is not a valid HTTP header value"),
+            source: None,
         })?;
         headers.insert(header, value);
     }

@@ -72,10 +72,12 @@ pub(crate) async fn resolve(
                 Ok(Err(e)) => Err(ConnectError::Secret {
                     server: server.to_owned(),
                     message: e.to_string(),
+                    source: Some(e),
                 }),
                 Err(_) => Err(ConnectError::Secret {
                     server: server.to_owned(),
                     message: format!("resolving `{context}` was interrupted"),
+                    source: None,
                 }),
             }
         }

@@ -41,6 +41,7 @@ pub(super) async fn connect<H: ClientHandler>(
                 server: name.clone(),
                 message: format!("socket `{}` {what}: {e}", path.display()),
                 transient,
+                source: Some(e),
             }
         })?;
     let lines = super::lines::JsonLines::new(read, write, spec.max_message_bytes, super::lines::UpstreamLines);

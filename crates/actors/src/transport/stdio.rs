@@ -78,7 +78,11 @@ pub(super) async fn connect<H: ClientHandler + Clone>(
         } else {
             format!("command `{command}` was not found on PATH")
         };
-        return Err(ConnectError::Spawn { server: name, message });
+        return Err(ConnectError::Spawn {
+            server: name,
+            message,
+            source: None,
+        });
     };
 
     let plan = SpawnPlan {
@@ -177,6 +181,7 @@ async fn attempt<H: ClientHandler>(
         Failure::Error(ConnectError::Spawn {
             server: name.clone(),
             message,
+            source: Some(e),
         })
     })?;
     let tail = StderrTail::new(redactor.values());

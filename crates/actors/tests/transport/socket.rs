@@ -33,4 +33,10 @@ async fn a_missing_socket_is_a_transient_socket_error() {
     let err = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap_err();
     assert!(matches!(err, ConnectError::Socket { transient: true, .. }), "{err}");
     assert!(err.to_string().contains("absent.sock"), "{err}");
+    let io = std::error::Error::source(&err).and_then(|s| s.downcast_ref::<std::io::Error>());
+    assert_eq!(
+        io.map(std::io::Error::kind),
+        Some(std::io::ErrorKind::NotFound),
+        "the connect's I/O error is the source"
+    );
 }

@@ -151,6 +151,7 @@ impl OAuthClient {
                         .map(remote_text)
                         .unwrap_or_else(|| "no issued_token_type".into())
                 ),
+                source: None,
             });
         }
         let jag = Secret::new(exchanged.access_token);
@@ -270,6 +271,7 @@ impl OAuthClient {
         resolved.map_err(|e| Error::Secret {
             server: self.inner.server.clone(),
             reason: e.to_string(),
+            source: Some(e),
         })
     }
 }

@@ -115,6 +115,7 @@ impl OAuthClient {
                 what: "token request",
                 url: display_url(endpoint),
                 reason: format!("unsupported token type `{}`", remote_text(kind)),
+                source: None,
             });
         }
         Ok(response)
@@ -180,12 +181,14 @@ impl OAuthClient {
                 what: "token request",
                 url: display_url(endpoint),
                 reason: "the response is not a token response".into(),
+                source: None,
             })?;
             if response.access_token.is_empty() {
                 return Err(Error::Http {
                     what: "token request",
                     url: display_url(endpoint),
                     reason: "the response has an empty access token".into(),
+                    source: None,
                 });
             }
             // Redacted from every log line and error from now on (an upstream may echo the token it got).
@@ -206,6 +209,7 @@ impl OAuthClient {
                 what: "token request",
                 url: display_url(endpoint),
                 reason: format!("HTTP {}", fetched.status),
+                source: None,
             }),
         }
     }

@@ -180,3 +180,23 @@ async fn configured_metadata_url_is_authoritative() {
     assert_eq!(discovered.source, MetadataSource::Configured);
     assert_eq!(discovered.issuer.as_deref(), Some(fake.base.as_str()));
 }
+
+/// A server nobody listens on: the error says what failed in words (no URL query, no secret) and keeps the HTTP
+/// client's error as its `source()`, itself without the URL.
+#[tokio::test]
+async fn an_unreachable_server_keeps_the_http_error_as_the_source() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let url = format!("http://127.0.0.1:{port}/mcp?key=hunter2-secret");
+    let client =
+        pimcp_auth::OAuthClient::new(pimcp_auth::OAuthClientOptions::new("srv", url, OAuthConfig::default())).unwrap();
+    let err = client.discover(None).await.unwrap_err();
+    let text = err.to_string();
+    assert!(!text.contains("hunter2"), "{text}");
+    let source = std::error::Error::source(&err).expect("the HTTP error is kept");
+    let http = source.downcast_ref::<reqwest::Error>().expect("a reqwest error");
+    assert!(http.is_connect(), "{http:?}");
+    assert!(http.url().is_none(), "the source carries no URL: {http:?}");
+    assert!(!format!("{http:?}").contains("hunter2"));
+}
