@@ -73,6 +73,7 @@ pub mod config {
 pub use pimcp_actors::{Cause, Error as RuntimeError};
 pub use pimcp_config::ScriptLimits;
 pub use pimcp_proxy::Error as ProxySetupError;
+pub use pimcp_proxy::SurfaceError;
 pub use pimcp_proxy::{
     Category, GuardReport, MatchKind, ProxyError, ProxyResponse, ScriptCall, ScriptError, ScriptOutcome, SearchOutcome,
     SearchResultHit, SkippedServer, ToolDoc, ToolInfo,

@@ -10,6 +10,7 @@ use serde_json::Value;
 const LAYERS: &[(&str, u32)] = &[
     ("pimcp-config", 0),
     ("pimcp-auth", 1),
+    ("pimcp-surface", 1),
     ("pimcp-actors", 2),
     ("pimcp-proxy", 3),
     ("pimcp-cli", 4),
@@ -19,6 +20,41 @@ const LAYERS: &[(&str, u32)] = &[
 
 /// Test-support crates: anyone may use them as dev-dependencies; they depend on no pimcp crate.
 const TEST_SUPPORT: &[&str] = &["mcp-fixture"];
+
+/// The model-facing surface is pure: no actor runtime under it (`ractor`, `pimcp-actors`), so search, rendering and
+/// the texts can be used, built and tested without one.
+#[test]
+fn the_surface_has_no_runtime_under_it() -> anyhow::Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = Command::new(cargo)
+        .args([
+            "tree",
+            "-p",
+            "pimcp-surface",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8(out.stdout)?;
+    let runtime: Vec<&str> = tree
+        .lines()
+        .filter(|line| {
+            line.starts_with("ractor ") || line.starts_with("pimcp-actors ") || line.starts_with("pimcp-proxy ")
+        })
+        .collect();
+    anyhow::ensure!(tree.lines().count() > 5, "cargo tree printed no tree:\n{tree}");
+    assert!(runtime.is_empty(), "pimcp-surface depends on the runtime: {runtime:?}");
+    Ok(())
+}
 
 fn metadata() -> anyhow::Result<Value> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
@@ -256,7 +292,7 @@ fn ungated_os_calls(src: &std::path::Path) -> anyhow::Result<Vec<String>> {
 fn the_crates_call_the_os_only_through_their_sys_layers() -> anyhow::Result<()> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut found = Vec::new();
-    for krate in ["config", "auth", "actors", "proxy", "cli"] {
+    for krate in ["config", "auth", "surface", "actors", "proxy", "cli"] {
         found.extend(ungated_os_calls(&root.join("crates").join(krate).join("src"))?);
     }
     found.extend(ungated_os_calls(&root.join("src"))?);
@@ -578,7 +614,7 @@ fn the_cycle_check_finds_a_cycle() -> anyhow::Result<()> {
 /// each can be read, and changed, on its own.
 #[test]
 fn the_runtime_data_modules_import_no_actor() -> anyhow::Result<()> {
-    const LEAVES: [&str; 15] = [
+    const LEAVES: [&str; 14] = [
         "msg",
         "job",
         "handles",
@@ -588,7 +624,6 @@ fn the_runtime_data_modules_import_no_actor() -> anyhow::Result<()> {
         "error",
         "naming",
         "policy",
-        "schema",
         "catalog",
         "cache",
         "status",

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use pimcp_surface::{Source, with_source};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{ServerMetadata, ToolInfo};
 use crate::error::{Error, Result};
-use crate::schema::{Source, with_source};
 
 /// The on-disk format version; another version is ignored (and replaced on the next write).
 pub const CACHE_VERSION: u32 = 1;
@@ -494,7 +494,7 @@ mod tests {
 
     fn schema_tool(name: &str, schema: serde_json::Value) -> ToolInfo {
         let mut t = tool(name);
-        t.input_schema = crate::schema::ToolSchema::parsed(Arc::new(serde_json::from_value(schema).unwrap()));
+        t.input_schema = pimcp_surface::ToolSchema::parsed(Arc::new(serde_json::from_value(schema).unwrap()));
         t
     }
 
@@ -525,7 +525,7 @@ mod tests {
         });
         let mut m = meta(&[]);
         m.tools = vec![schema_tool("echo", schema.clone()), tool("plain")];
-        m.tools[0].output_schema = Some(crate::schema::ToolSchema::parsed(Arc::new(
+        m.tools[0].output_schema = Some(pimcp_surface::ToolSchema::parsed(Arc::new(
             serde_json::from_value(serde_json::json!({"type": "object"})).unwrap(),
         )));
         let now = SystemTime::now();

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use pimcp_surface::ToolSchema;
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -15,7 +16,6 @@ use crate::host::Handlers;
 use crate::job::CallOptions;
 use crate::process::{GuardianMode, ProcessOptions};
 use crate::progress::ProgressRoutes;
-use crate::schema::ToolSchema;
 use crate::transport::{ConnectSpec, Connection, SharedHttp, connect};
 
 /// A hang guard only: every call here ends in well under a second unless the code under test is broken.

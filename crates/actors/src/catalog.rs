@@ -9,12 +9,12 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, LazyLock};
 
 use pimcp_config::{Availability, Config, ServerConfig, ToolPrefix};
+use pimcp_surface::ToolSchema;
 use rmcp::model::{Icon, JsonObject, MetaObject, Prompt, Resource, ResourceTemplate, Tool, ToolAnnotations};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::naming::{ToolFilter, fuzzy_key, resource_tool_name, server_prefix, tool_candidates, with_prefix};
-use crate::schema::ToolSchema;
 
 /// One upstream tool as discovery or the metadata cache knows it: rmcp's `Tool`, field for field (the cache file
 /// keeps rmcp's shape), with the schemas as [`ToolSchema`] so that cached ones stay unparsed until needed.

@@ -24,7 +24,6 @@ mod requests;
 mod resource_interest;
 mod router;
 mod runtime;
-mod schema;
 mod server;
 mod status;
 mod supervisor;
@@ -51,6 +50,7 @@ pub use naming::{
 };
 // The OAuth types `AuthOptions` and `auth_start` use, for hosts that do not depend on pimcp-auth themselves.
 pub use pimcp_auth::{AuthorizationStart, BrowserOpener, CallbackPort, MemoryStore, TokenStore};
+pub use pimcp_surface::ToolSchema;
 pub use policy::{ClockWatch, ConnectBackoff, CrashLoopBreaker, Tuning};
 pub use process::{
     GUARDIAN_ARG, GUARDIAN_BINARY, GuardianMode, NESTING_ENV, ProcessOptions, STDERR_TAIL_BYTES, ShutdownOutcome,
@@ -59,7 +59,6 @@ pub use process::{
 pub use progress::CallProgress;
 pub use router::{DISCOVERY_CONCURRENCY, MAX_DISCOVERY_STARTS, approval_required};
 pub use runtime::{RECONFIGURE_REPLY_TIMEOUT, Runtime, RuntimeHandle, RuntimeOptions, ShutdownReport};
-pub use schema::ToolSchema;
 pub use status::{RuntimeEvent, ServerLogMessage, ServerNotice, ServerState, ServerStatus, StatusSnapshot};
 pub use trace::{
     DEFAULT_TRACE_MAX_BYTES, Direction, MIN_TRACE_MAX_BYTES, MessageKind, ProtocolTrace, ScriptTraceCall,

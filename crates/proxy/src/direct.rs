@@ -9,9 +9,8 @@ use std::sync::Arc;
 
 use pimcp_actors::{Catalog, CatalogTool, Glob};
 use pimcp_config::{Availability, Config, DirectTools, ServerConfig};
+use pimcp_surface::TOOL_NAME;
 use rmcp::model::Tool;
-
-use crate::tool_def::TOOL_NAME;
 
 /// Description of a direct tool whose upstream gave none.
 pub const NO_DESCRIPTION: &str = "(no description)";

@@ -1,7 +1,6 @@
-//! The model-facing surface of pimcp's `mcp` proxy tool, as pure functions over plain data: catalog search,
-//! parameter shapes, argument validation, result rendering, the output guard, the texts the model reads and the tool
-//! definition itself. The runtime (`pimcp-actors`) feeds it data; nothing here does I/O except spill files.
-//! On top of those: the [`Proxy`] façade over a running runtime (every mode of the `mcp` tool, direct tools,
+//! pimcp's `mcp` proxy tool over a running runtime: the model-facing surface itself (search, shapes, validation,
+//! rendering, the output guard, texts, the tool definition) is `pimcp-surface`, re-exported here; this crate adds
+//! the [`Proxy`] façade over a running runtime (every mode of the `mcp` tool, direct tools,
 //! prompts, resources) and the `pimcp-run` MCP server ([`ProxyServer`], [`serve`], [`serve_stdio`], [`run_stdio`])
 //! with its [`HostBridge`] forwarding sampling, elicitation, roots and approvals to the host, over stdio or shared by
 //! many host sessions over Streamable HTTP ([`serve_http`], [`run_http`]; [`attach_stdio`] relays a stdio host to it).
@@ -10,28 +9,18 @@
 #![forbid(unsafe_code)]
 
 mod approval;
-mod describe;
 mod direct;
 mod error;
 mod facade;
 mod forward;
-mod guard;
 mod host_input;
 mod host_log;
 mod http;
-mod render;
-mod request;
 mod resource_subs;
 mod script;
-mod search;
 mod server;
-mod shapes;
 mod stdio;
 mod sys;
-mod text;
-mod tool_def;
-mod uri_template;
-mod validate;
 
 pub use self::http::{
     AttachOptions, AuthToken, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_REQUESTS_PER_SESSION, DEFAULT_MAX_SESSIONS,
@@ -39,7 +28,6 @@ pub use self::http::{
     attach_transport, bind, run_http, serve_http,
 };
 pub use approval::{APPROVAL_ARGS_PREVIEW_CHARS, APPROVAL_TIMEOUT, approval_elicitation};
-pub use describe::{APPROVAL_NOTE, describe_text, tool_ambiguous, tool_not_found};
 pub use direct::{DirectTool, NO_DESCRIPTION, direct_tools};
 pub use error::{Error, Result};
 pub use facade::{
@@ -47,30 +35,27 @@ pub use facade::{
     ProxyResponse, SearchOutcome, SearchResultHit, ServerListing, ToolInfo, category_of,
 };
 pub use forward::{ELICITATION_TIMEOUT, HostBridge, ROOTS_TIMEOUT, SAMPLING_TIMEOUT};
-pub use guard::{
-    DEFAULT_SPILL_BUDGET_BYTES, GuardReport, Guarded, MAX_BLOB_BYTES, SPILL_DIR_PREFIX, SpillDir, apply_guard,
-};
-pub use render::{Binary, BinaryKind, EMPTY_ERROR, EMPTY_RESULT, Piece, Rendered, human_bytes, render_call_result};
-pub use request::{PARAMS, ProxyRequest, parse_request};
+/// The surface's own errors (query, parameters, arguments, spill files), as [`Error::Surface`] carries them.
+pub use pimcp_surface::Error as SurfaceError;
 pub use script::{SCRIPT_TOOL_NAME, ScriptCall, ScriptError, ScriptOutcome, script_tool};
-pub use search::{
-    DEFAULT_LIMIT, DEFAULT_SUGGESTIONS, Lookup, MAX_LIMIT, MAX_QUERY_TOKENS, MAX_REGEX_CHARS, MatchKind, SearchHit,
-    SearchIndex, SearchPage, SearchQuery, ToolDoc, doc_schema,
-};
 pub use server::{
     DEFAULT_DRAIN_BOUND, DEFAULT_SHUTDOWN_BOUND, IMMEDIATE_SHUTDOWN_BOUND, ProxyServer, ReloadFn, SERVER_NAME,
     SIGNAL_BURST, SURFACE_DEBOUNCE, ServeOptions, run_stdio, serve, serve_lines, serve_stdio, stdin_pipe,
 };
-pub use shapes::{DEFAULT_SHAPE_CHARS, MAX_ENUM_VALUES, MAX_REF_DEPTH, shape, shape_within};
 pub use stdio::{HostStdin, HostStdout, host_stdio};
 pub use sys::{DirectStdin, DirectStdout, ReloadSignal, StopSignal, StopSignals, reload_signal, stop_signals};
-pub use text::{
-    APPROVAL_MARK, CATEGORY_META_KEY, Category, INSTRUCTIONS_PREVIEW_CHARS, ProxyError, ServerLine, ServerState,
-    SkippedServer, human_duration, instructions_text, list_text, plural, search_text, status_text, text_result,
-    with_category,
+
+// The model-facing surface this crate serves, re-exported so that hosts and the CLI reach all of the proxy through
+// one crate.
+pub use pimcp_surface::{
+    APPROVAL_MARK, APPROVAL_NOTE, ArgsValidator, Binary, BinaryKind, CATEGORY_META_KEY, Category, DEFAULT_LIMIT,
+    DEFAULT_SHAPE_CHARS, DEFAULT_SPILL_BUDGET_BYTES, DEFAULT_SUGGESTIONS, EMPTY_ERROR, EMPTY_RESULT, GuardReport,
+    Guarded, INSTRUCTIONS_PREVIEW_CHARS, Lookup, MAX_BLOB_BYTES, MAX_DEFINITION_CHARS, MAX_DESCRIPTIONS_CHARS,
+    MAX_ENUM_VALUES, MAX_LIMIT, MAX_LISTED_PROBLEMS, MAX_QUERY_TOKENS, MAX_REF_DEPTH, MAX_REGEX_CHARS,
+    MAX_SERVER_DESCRIPTION_CHARS, MatchKind, OutputReport, PARAMS, Piece, ProxyError, ProxyRequest, Rendered,
+    SPILL_DIR_PREFIX, SearchHit, SearchIndex, SearchPage, SearchQuery, ServerLine, ServerState, SkippedServer,
+    SpillDir, TOOL_NAME, ToolDefOptions, ToolDoc, apply_guard, check_not_nested, describe_text, doc_schema,
+    human_bytes, human_duration, instructions_text, list_text, mcp_tool, mcp_tool_json, parse_args, parse_request,
+    plural, render_call_result, search_text, shape, shape_within, short_description, status_text, text_result,
+    tool_ambiguous, tool_not_found, validate_output, with_category,
 };
-pub use tool_def::{
-    MAX_DEFINITION_CHARS, MAX_DESCRIPTIONS_CHARS, MAX_SERVER_DESCRIPTION_CHARS, TOOL_NAME, ToolDefOptions, mcp_tool,
-    mcp_tool_json, short_description,
-};
-pub use validate::{ArgsValidator, MAX_LISTED_PROBLEMS, OutputReport, check_not_nested, parse_args, validate_output};

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pimcp_actors::{RuntimeEvent, ServerNotice, ServerState};
+use pimcp_surface::{Category, ProxyError};
 use rmcp::RoleServer;
 use rmcp::model::{InitializeRequestParams, ResourceUpdatedNotificationParam};
 use rmcp::service::{Peer, SubscriptionSink};
@@ -16,7 +17,6 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use crate::facade::Proxy;
-use crate::text::{Category, ProxyError};
 
 /// Subscribed URIs and who asked. Cheap to clone.
 #[derive(Clone, Default)]

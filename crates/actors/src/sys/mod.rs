@@ -2,7 +2,7 @@
 //! tree and stopping it (process groups and signals on Unix, a Job Object on Windows), telling whether a child has
 //! exited without reaping it, which files are executable and how `PATH` finds a command, the signal that says a
 //! child changed state, draining a dead server's stdout, the stream of the `socket` transport (a Unix socket, a
-//! named pipe on Windows), and positioned file reads. `unix.rs` serves Linux and macOS (their differences are gated
+//! named pipe on Windows). `unix.rs` serves Linux and macOS (their differences are gated
 //! inside it) and `windows.rs` Windows; nothing else in the crate calls `libc`, `std::os::*`, a platform module of
 //! tokio or `/proc`.
 

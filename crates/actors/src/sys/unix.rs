@@ -339,8 +339,3 @@ pub(crate) async fn connect_socket(path: &Path) -> io::Result<SocketHalves> {
     let (read, write) = tokio::net::UnixStream::connect(path).await?.into_split();
     Ok((Box::new(read), Box::new(write)))
 }
-
-/// Reads exactly `buf.len()` bytes of `file` at `offset`, leaving its cursor alone (`pread`).
-pub(crate) fn read_exact_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-}

@@ -159,18 +159,3 @@ pub(crate) async fn connect_socket(path: &Path) -> io::Result<SocketHalves> {
     let (read, write) = tokio::io::split(pipe);
     Ok((Box::new(read), Box::new(write)))
 }
-
-/// Reads exactly `buf.len()` bytes of `file` at `offset` (`seek_read`, which moves the cursor; callers share no
-/// cursor).
-pub(crate) fn read_exact_at(file: &std::fs::File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
-    while !buf.is_empty() {
-        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            n => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
-}

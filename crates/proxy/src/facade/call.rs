@@ -4,14 +4,13 @@
 use std::sync::Arc;
 
 use pimcp_actors::{CallOptions, CatalogTool, Error as RuntimeError, Resolution, ToolOutput};
+use pimcp_surface::{
+    ArgsValidator, Category, OutputValidator, Piece, ProxyError, apply_guard, check_not_nested, render_call_result,
+};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde_json::{Map, Value};
 
 use super::{CallContext, MAX_VALIDATORS, Proxy, ProxyResponse};
-use crate::guard::apply_guard;
-use crate::render::{Piece, render_call_result};
-use crate::text::{Category, ProxyError};
-use crate::validate::{ArgsValidator, OutputValidator, check_not_nested};
 
 impl Proxy {
     /// Calls a tool: resolve, validate the arguments against its input schema before sending, approval (by the

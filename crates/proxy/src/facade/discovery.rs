@@ -8,13 +8,12 @@ use std::time::SystemTime;
 
 use pimcp_actors::{CatalogTool, Glob, approval_required, tool_candidates};
 use pimcp_config::{Config, ServerConfig};
+use pimcp_surface::{ProxyError, SearchIndex, SearchQuery, ServerState, SkippedServer, ToolDoc, search_text};
 use serde_json::Value;
 use tracing::Instrument;
 
 use super::servers::state_of;
 use super::{COLD_DISCOVERY_CONCURRENCY, COLD_DISCOVERY_MAX, Indexed, Proxy, SearchOutcome, SearchResultHit, ToolInfo};
-use crate::search::{SearchIndex, SearchQuery, ToolDoc};
-use crate::text::{ProxyError, ServerState, SkippedServer, search_text};
 
 impl Proxy {
     /// [`Proxy::search`] after cold discovery: the servers the search would otherwise skip because nothing is known
@@ -255,20 +254,11 @@ fn keywords_for(cfg: Option<&ServerConfig>, config: &Config, tool: &CatalogTool)
 }
 
 pub(super) fn tool_doc(t: &CatalogTool, keywords: &[String], config: &Config) -> ToolDoc {
-    ToolDoc {
-        name: t.name.clone(),
-        original_name: t.original.clone(),
-        server: t.server.clone(),
-        description: t
-            .description
-            .as_deref()
-            .map(str::to_owned)
-            .or_else(|| t.title.as_deref().map(str::to_owned))
-            .unwrap_or_default(),
-        keywords: keywords.to_vec(),
-        // Shared, not parsed: a cached schema is parsed when a hit or describe shows it. An unusable one shows as
-        // "no parameters"; `describe` reports it.
-        input_schema: t.input_schema.clone(),
-        needs_approval: approval_required(config, t),
-    }
+    let description = t.description.as_deref().or(t.title.as_deref()).unwrap_or_default();
+    // Shared, not parsed: a cached schema is parsed when a hit or describe shows it. An unusable one shows as "no
+    // parameters"; `describe` reports it.
+    let mut doc = ToolDoc::new(&t.name, &t.original, &t.server, description, t.input_schema.clone());
+    doc.keywords = keywords.to_vec();
+    doc.needs_approval = approval_required(config, t);
+    doc
 }

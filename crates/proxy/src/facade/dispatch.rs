@@ -1,13 +1,12 @@
 //! The `mcp` tool's entry points: parsing the arguments, dispatching one request by mode (in a tracing span), and
 //! the output guard over pimcp's own texts.
 
+use pimcp_surface::{Category, ProxyError, ProxyRequest, instructions_text, parse_request, status_text};
 use rmcp::model::ContentBlock;
 use serde_json::Value;
 use tracing::Instrument;
 
 use super::{CallContext, Proxy, ProxyResponse};
-use crate::request::{ProxyRequest, parse_request};
-use crate::text::{Category, ProxyError, instructions_text, status_text};
 
 impl Proxy {
     /// Parses the `arguments` of an `mcp` tool call and answers it; a parameter error is a `validation` result.
@@ -20,7 +19,7 @@ impl Proxy {
 
     /// [`Proxy::handle_arguments`] taking the arguments by value (a tool call's `args` are moved, not copied).
     pub(crate) async fn handle_owned_arguments(&self, arguments: Option<Value>, ctx: &CallContext) -> ProxyResponse {
-        match crate::request::parse_request_owned(arguments) {
+        match pimcp_surface::parse_request_owned(arguments) {
             Ok(request) => self.handle(request, ctx).await,
             Err(e) => ProxyError::from(e).into(),
         }
@@ -46,7 +45,7 @@ impl Proxy {
             for block in &mut response.result.content {
                 if let ContentBlock::Text(text) = block {
                     let full = std::mem::take(&mut text.text);
-                    text.text = crate::guard::guard_own_text(full, &limits, &self.inner.spill);
+                    text.text = pimcp_surface::guard_own_text(full, &limits, &self.inner.spill);
                 }
             }
         }

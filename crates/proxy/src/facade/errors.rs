@@ -2,11 +2,11 @@
 //! the configuration's problems as hints.
 
 use pimcp_actors::{Error as RuntimeError, ErrorCategory};
+use pimcp_surface::{
+    Category, DEFAULT_SUGGESTIONS, Lookup, ProxyError, ToolDoc, config_problems_text, tool_ambiguous, tool_not_found,
+};
 
 use super::{MAX_LISTED_TOOLS, Proxy};
-use crate::describe::{tool_ambiguous, tool_not_found};
-use crate::search::{DEFAULT_SUGGESTIONS, Lookup, ToolDoc};
-use crate::text::{Category, ProxyError, config_problems_text};
 
 impl Proxy {
     /// The skipped files and entries of the configuration in use, for the model to pass on (see
@@ -22,7 +22,7 @@ impl Proxy {
         let error = if names.is_empty() {
             error.with_hint("No servers are configured.")
         } else {
-            let shown: Vec<&str> = names.iter().take(crate::text::MAX_STATUS_LINES).copied().collect();
+            let shown: Vec<&str> = names.iter().take(pimcp_surface::MAX_STATUS_LINES).copied().collect();
             if names.len() > shown.len() {
                 error.with_hint(format!(
                     "Configured servers ({}): {}, … (mcp({{search: \"words\"}}) finds tools on any).",

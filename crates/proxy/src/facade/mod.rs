@@ -20,17 +20,16 @@ use std::time::Duration;
 
 use pimcp_actors::{CallProgress, Catalog, MetadataSource, RuntimeHandle};
 use pimcp_config::Config;
+use pimcp_surface::{
+    ArgsValidator, Category, GuardReport, MatchKind, OutputValidator, ProxyError, SearchIndex, ServerState,
+    SkippedServer, SpillDir, ToolDoc, describe_text, list_text,
+};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Prompt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::describe::describe_text;
 use crate::error::Result;
 use crate::forward::HostBridge;
-use crate::guard::{GuardReport, SpillDir};
-use crate::search::{MatchKind, SearchIndex, ToolDoc};
-use crate::text::{Category, ProxyError, ServerState, SkippedServer, list_text};
-use crate::validate::{ArgsValidator, OutputValidator};
 
 pub use errors::category_of;
 

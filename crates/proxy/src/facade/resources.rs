@@ -4,13 +4,13 @@
 use std::collections::{BTreeSet, HashMap};
 
 use pimcp_actors::sanitize_server;
+use pimcp_surface::{Category, ProxyError};
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptResult, JsonObject, ReadResourceResult, Reference, Resource,
     ResourceTemplate,
 };
 
 use super::{PromptEntry, Proxy};
-use crate::text::{Category, ProxyError};
 
 impl Proxy {
     /// Upstream prompts of startable servers with known metadata, exposed as `<server>_<prompt>` (colliding names are
@@ -94,7 +94,7 @@ impl Proxy {
         }
         self.resource_templates()
             .into_iter()
-            .find(|(_, t)| crate::uri_template::matches(&t.uri_template, uri))
+            .find(|(_, t)| pimcp_surface::template_matches(&t.uri_template, uri))
             .map(|(server, _)| server)
     }
 

@@ -4,10 +4,10 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use pimcp_actors::{MetadataSource, ServerCatalog, ServerState as RuntimeState, ServerStatus, StatusSnapshot};
+use pimcp_surface::{ProxyError, ServerLine, ServerState};
 
 use super::discovery::{apply_rules, keyword_rules, tool_doc};
 use super::{CATALOG_SETTLE, Proxy, ServerListing};
-use crate::text::{ProxyError, ServerLine, ServerState};
 
 impl Proxy {
     /// The runtime's status snapshot. Never connects anything.
@@ -34,7 +34,7 @@ impl Proxy {
                     description: config
                         .server(&s.name)
                         .and_then(|c| c.description.as_deref())
-                        .and_then(crate::tool_def::short_description),
+                        .and_then(pimcp_surface::short_description),
                 }
             })
             .collect()

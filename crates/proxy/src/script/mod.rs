@@ -10,14 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pimcp_config::ScriptLimits;
+use pimcp_surface::{Category, ProxyError, SearchQuery};
 use rmcp::model::{JsonObject, Tool};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::facade::{CallContext, Proxy, ProxyResponse};
-use crate::search::SearchQuery;
-use crate::text::{Category, ProxyError};
 
 /// The script tool's name.
 pub const SCRIPT_TOOL_NAME: &str = "mcpScript";
@@ -255,7 +254,7 @@ impl Proxy {
     pub fn script_response(&self, outcome: &ScriptOutcome) -> ProxyResponse {
         let mut text = outcome.text();
         if let Some(limits) = self.config().settings.output_guard {
-            text = crate::guard::guard_own_text(text, &limits, self.spill());
+            text = pimcp_surface::guard_own_text(text, &limits, self.spill());
         }
         match &outcome.value {
             Ok(_) => ProxyResponse::text_ok(text),

@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 
+use pimcp_surface::{Category, ProxyError, TOOL_NAME};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, GetPromptRequestParams,
     GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
@@ -20,8 +21,6 @@ use super::{Busy, PROGRESS_FLUSH_BOUND, ProxyServer, SERVER_NAME};
 use crate::facade::CallContext;
 use crate::forward::{relay_progress, with_caller};
 use crate::script::SCRIPT_TOOL_NAME;
-use crate::text::{Category, ProxyError};
-use crate::tool_def::TOOL_NAME;
 
 impl ServerHandler for ProxyServer {
     #[allow(deprecated)] // `logging` is SEP-2577-deprecated but still declared to 2025-11-25 hosts

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use pimcp_config::Config;
+use pimcp_surface::{ToolDefOptions, mcp_tool};
 use rmcp::RoleServer;
 use rmcp::model::Tool;
 use rmcp::service::{Peer, SubscriptionSendError, SubscriptionSink};
@@ -25,7 +26,6 @@ use tokio_util::sync::CancellationToken;
 use crate::direct::{DirectTool, direct_tools};
 use crate::facade::Proxy;
 use crate::forward::HostBridge;
-use crate::tool_def::{ToolDefOptions, mcp_tool};
 
 mod handler;
 mod serving;

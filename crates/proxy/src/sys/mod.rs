@@ -1,5 +1,5 @@
 //! The operating system under the proxy, one small interface per concern: the host's stdin and stdout on the
-//! reactor, the signals that stop `pimcp-run` and reload its configuration, and who owns a file. `unix.rs` serves
+//! reactor, and the signals that stop `pimcp-run` and reload its configuration. `unix.rs` serves
 //! Linux and macOS, `windows.rs` Windows; nothing else in the crate calls `libc`, `std::os::*` or a platform module
 //! of tokio.
 
@@ -8,14 +8,14 @@ mod unix;
 #[cfg(unix)]
 pub use unix::{DirectStdin, DirectStdout, ReloadSignal, StopSignals};
 #[cfg(unix)]
-pub(crate) use unix::{direct_stdin, direct_stdout, owner};
+pub(crate) use unix::{direct_stdin, direct_stdout};
 
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]
 pub use windows::{DirectStdin, DirectStdout, ReloadSignal, StopSignals};
 #[cfg(windows)]
-pub(crate) use windows::{direct_stdin, direct_stdout, owner};
+pub(crate) use windows::{direct_stdin, direct_stdout};
 
 /// A request to stop that reached the process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

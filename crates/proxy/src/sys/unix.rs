@@ -1,5 +1,5 @@
 //! Unix (Linux, macOS): the host's stdin and stdout read and written on the reactor when they are pipes or sockets,
-//! the stop signals (SIGINT, SIGTERM) and the reload signal (SIGHUP), and who owns a file (its uid).
+//! the stop signals (SIGINT, SIGTERM) and the reload signal (SIGHUP).
 
 use std::io;
 use std::os::fd::{AsFd as _, OwnedFd};
@@ -167,11 +167,6 @@ impl ReloadSignal {
     pub async fn recv(&mut self) -> Option<()> {
         self.0.recv().await
     }
-}
-
-/// The user who owns a file (its uid): the temporary directory is shared by all users.
-pub(crate) fn owner(metadata: &std::fs::Metadata) -> Option<u32> {
-    Some(metadata.uid())
 }
 
 #[cfg(test)]

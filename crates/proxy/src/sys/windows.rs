@@ -1,6 +1,6 @@
 //! Windows: the host's stdin is relayed by a thread and stdout written through tokio's blocking pool (anonymous
 //! pipes cannot be registered with the reactor), Ctrl-C, Ctrl-Break and the console's close are the stop signals,
-//! no reload signal exists, and every file in the user's profile counts as the user's.
+//! and no reload signal exists.
 
 use std::io;
 use std::pin::Pin;
@@ -90,9 +90,4 @@ impl ReloadSignal {
     pub async fn recv(&mut self) -> Option<()> {
         std::future::pending().await
     }
-}
-
-/// Every file of the per-user temporary directory counts as the user's.
-pub(crate) fn owner(_metadata: &std::fs::Metadata) -> Option<u32> {
-    None
 }

@@ -99,7 +99,7 @@ const MAX_CONFIG_PROBLEM_CHARS: usize = 300;
 /// What the model should tell its user about a configuration that did not load in full: each skipped file or entry
 /// (the file, position, server and field; never a value), at most [`MAX_LISTED_CONFIG_PROBLEMS`] of them. `None`
 /// when nothing was skipped (warnings about ignored fields are left to `pimcp-run config check`).
-pub(crate) fn config_problems_text(problems: &[pimcp_config::ConfigProblem]) -> Option<String> {
+pub fn config_problems_text(problems: &[pimcp_config::ConfigProblem]) -> Option<String> {
     let errors: Vec<&pimcp_config::ConfigProblem> = problems.iter().filter(|p| p.is_error()).collect();
     if errors.is_empty() {
         return None;
@@ -155,7 +155,7 @@ pub fn status_text(servers: &[ServerLine]) -> String {
 
 /// Up to this many servers, `mcp({})` has a line for each; beyond, it counts them by state and lists only those
 /// that need attention (at most this many), so the text stays a few kilobytes at any number of servers.
-pub(crate) const MAX_STATUS_LINES: usize = 40;
+pub const MAX_STATUS_LINES: usize = 40;
 
 fn summarize_servers(out: &mut String, servers: &[ServerLine]) {
     let mut counts: Vec<(&'static str, usize)> = Vec::new();

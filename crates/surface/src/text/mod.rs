@@ -12,7 +12,7 @@ mod tests;
 
 pub use error::{Category, ProxyError, text_result, with_category};
 pub use search::{APPROVAL_MARK, SkippedServer, search_text};
-pub(crate) use status::{MAX_STATUS_LINES, config_problems_text};
+pub use status::{MAX_STATUS_LINES, config_problems_text};
 pub use status::{ServerLine, ServerState, instructions_text, list_text, status_text};
 
 /// `_meta` key carrying an error result's category.

@@ -7,7 +7,7 @@
 /// `{/var}` a `/` and a path (several segments when exploded); `{+var}` any non-empty text; `{#var}` a `#` and any
 /// text; `{?var}`/`{&var}` nothing, or a `?`/`&` and text up to a `#`. A malformed template (an unclosed `{`)
 /// matches nothing.
-pub(crate) fn matches(template: &str, uri: &str) -> bool {
+pub fn template_matches(template: &str, uri: &str) -> bool {
     match parse(template) {
         Some(parts) => match_from(&parts, uri),
         None => false,
@@ -86,33 +86,36 @@ fn match_from(parts: &[Part<'_>], uri: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::matches;
+    use super::template_matches;
 
     #[test]
     fn simple_expressions_match_one_segment() {
-        assert!(matches("fixture://items/{id}", "fixture://items/42"));
-        assert!(!matches("fixture://items/{id}", "fixture://items/"));
-        assert!(!matches("fixture://items/{id}", "fixture://items/4/2"));
-        assert!(!matches("fixture://items/{id}", "fixture://other/42"));
-        assert!(matches("repo://{owner}/{name}/readme", "repo://me/pimcp/readme"));
-        assert!(!matches("repo://{owner}/{name}/readme", "repo://me/readme"));
+        assert!(template_matches("fixture://items/{id}", "fixture://items/42"));
+        assert!(!template_matches("fixture://items/{id}", "fixture://items/"));
+        assert!(!template_matches("fixture://items/{id}", "fixture://items/4/2"));
+        assert!(!template_matches("fixture://items/{id}", "fixture://other/42"));
+        assert!(template_matches(
+            "repo://{owner}/{name}/readme",
+            "repo://me/pimcp/readme"
+        ));
+        assert!(!template_matches("repo://{owner}/{name}/readme", "repo://me/readme"));
     }
 
     #[test]
     fn operators() {
-        assert!(matches("file://{+path}", "file:///etc/hosts"));
-        assert!(matches("docs://page{#section}", "docs://page#intro"));
-        assert!(matches("api://search{?q,limit}", "api://search"));
-        assert!(matches("api://search{?q,limit}", "api://search?q=x&limit=2"));
-        assert!(matches("mem://{name}{.ext}", "mem://notes.txt"));
-        assert!(matches("tree://root{/path*}", "tree://root/a/b/c"));
-        assert!(!matches("tree://root{/path*}", "tree://root"));
+        assert!(template_matches("file://{+path}", "file:///etc/hosts"));
+        assert!(template_matches("docs://page{#section}", "docs://page#intro"));
+        assert!(template_matches("api://search{?q,limit}", "api://search"));
+        assert!(template_matches("api://search{?q,limit}", "api://search?q=x&limit=2"));
+        assert!(template_matches("mem://{name}{.ext}", "mem://notes.txt"));
+        assert!(template_matches("tree://root{/path*}", "tree://root/a/b/c"));
+        assert!(!template_matches("tree://root{/path*}", "tree://root"));
     }
 
     #[test]
     fn malformed_templates_and_huge_uris_match_nothing() {
-        assert!(!matches("broken://{id", "broken://{id"));
+        assert!(!template_matches("broken://{id", "broken://{id"));
         let long = format!("file://{}", "a".repeat(super::MAX_URI));
-        assert!(!matches("file://{+path}", &long));
+        assert!(!template_matches("file://{+path}", &long));
     }
 }

@@ -25,7 +25,7 @@ struct Cell {
 
 /// Where the text of unparsed schemas lives.
 #[derive(Clone)]
-pub(crate) enum Source {
+pub enum Source {
     /// The whole text, in memory.
     Text(Arc<String>),
     /// The cache file the text was read from, kept open.
@@ -75,7 +75,7 @@ thread_local! {
 
 /// Runs `parse` (a `serde_json::from_str` of `text`) so that every [`ToolSchema`] it deserializes stays the byte
 /// range of its value in `text`, read back from `source` on first use. `source` must hold `text` at offset 0.
-pub(crate) fn with_source<T>(source: Source, text: &str, parse: impl FnOnce() -> T) -> T {
+pub fn with_source<T>(source: Source, text: &str, parse: impl FnOnce() -> T) -> T {
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {

@@ -63,7 +63,7 @@ mod tokens;
 
 use std::cmp::Reverse;
 
-use pimcp_actors::ToolSchema;
+use crate::schema::ToolSchema;
 use serde_json::Value;
 
 use crate::error::{Error, Result};

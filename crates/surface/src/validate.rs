@@ -93,7 +93,7 @@ impl ArgsValidator {
     }
 
     /// [`ArgsValidator::new`] for a schema the caller already owns.
-    pub(crate) fn from_owned(tool: &str, input_schema: Value) -> ArgsValidator {
+    pub fn from_owned(tool: &str, input_schema: Value) -> ArgsValidator {
         ArgsValidator {
             tool: tool.to_string(),
             shape: shape(Some(&input_schema)),
@@ -118,7 +118,7 @@ impl ArgsValidator {
 
     /// [`ArgsValidator::check`] without copying `args`: they are validated in place (taken into a JSON value and
     /// given back), for the call path that owns them.
-    pub(crate) fn check_in_place(&self, args: &mut Map<String, Value>) -> Result<()> {
+    pub fn check_in_place(&self, args: &mut Map<String, Value>) -> Result<()> {
         let instance = Value::Object(std::mem::take(args));
         let problems = self.checker.problems(&instance);
         if let Value::Object(map) = instance {
@@ -183,19 +183,20 @@ pub fn validate_output(structured: Option<&Value>, output_schema: &Value) -> Out
 
 /// A tool's output schema compiled once ([`validate_output`] without the compile on every call).
 #[derive(Debug)]
-pub(crate) struct OutputValidator {
+pub struct OutputValidator {
     checker: Checker,
 }
 
 impl OutputValidator {
-    pub(crate) fn new(output_schema: Value) -> OutputValidator {
+    /// Compiles `output_schema` once, for checking many results against it.
+    pub fn new(output_schema: Value) -> OutputValidator {
         OutputValidator {
             checker: Checker(compile(&output_schema)),
         }
     }
 
     /// What [`validate_output`] reports for `structured` against this schema.
-    pub(crate) fn report(&self, structured: Option<&Value>) -> OutputReport {
+    pub fn report(&self, structured: Option<&Value>) -> OutputReport {
         let Some(structured) = structured else {
             return OutputReport {
                 valid: false,

@@ -267,7 +267,7 @@ pub fn apply_guard(rendered: Rendered, guard: Option<&OutputGuard>, spill: Optio
 
 /// The guard applied to one of pimcp's own texts (a status, list, search or describe answer): cut to `limits` like
 /// an upstream result, the full text saved to `spill`.
-pub(crate) fn guard_own_text(text: String, limits: &OutputGuard, spill: &SpillDir) -> String {
+pub fn guard_own_text(text: String, limits: &OutputGuard, spill: &SpillDir) -> String {
     guard_text(text, limits, Some(spill), &mut GuardReport::default())
 }
 

@@ -50,8 +50,8 @@ const ALIASES: &[(&str, &str)] = &[
 ];
 
 /// One parsed `mcp` call.
+// Exhaustive on purpose: the serving crate dispatches every kind, and a new kind must fail its build until it does.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub enum ProxyRequest {
     /// `action: "auth"`: start a login for `server` (the answer holds the URL to open).
     AuthStart {
@@ -202,7 +202,7 @@ pub fn parse_request(params: Option<&Value>) -> Result<ProxyRequest> {
 /// [`parse_request`] taking the arguments by value: a tool call's `args` object is moved into the request, not
 /// copied. Only when the outcome cannot depend on it (a non-blank string `tool`, no `action`) is `args` taken out
 /// before parsing; the result is the same as [`parse_request`]'s.
-pub(crate) fn parse_request_owned(mut params: Option<Value>) -> Result<ProxyRequest> {
+pub fn parse_request_owned(mut params: Option<Value>) -> Result<ProxyRequest> {
     let moved = match &mut params {
         Some(Value::Object(map))
             if map

@@ -150,9 +150,7 @@ impl ProxyError {
 impl From<&Error> for ProxyError {
     fn from(e: &Error) -> Self {
         let category = match e {
-            Error::Spill { .. } | Error::SpillBudget { .. } | Error::Serve { .. } | Error::Runtime(_) => {
-                Category::Other
-            }
+            Error::Spill { .. } | Error::SpillBudget { .. } => Category::Other,
             _ => Category::Validation,
         };
         ProxyError::new(category, e.to_string())
