@@ -97,7 +97,7 @@ pub(super) const MAX_LISTED_CONFIG_PROBLEMS: usize = 5;
 const MAX_CONFIG_PROBLEM_CHARS: usize = 300;
 
 /// What the model should tell its user about a configuration that did not load in full: each skipped file or entry
-/// (the file, position, server and field; never a value), at most [`MAX_LISTED_CONFIG_PROBLEMS`] of them. `None`
+/// (the file, position, server and field; never a value), at most five of them. `None`
 /// when nothing was skipped (warnings about ignored fields are left to `pimcp-run config check`).
 pub fn config_problems_text(problems: &[pimcp_config::ConfigProblem]) -> Option<String> {
     let errors: Vec<&pimcp_config::ConfigProblem> = problems.iter().filter(|p| p.is_error()).collect();
