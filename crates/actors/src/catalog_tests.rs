@@ -1,38 +1,10 @@
 //! Tests of `catalog.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 use super::*;
-use pimcp_config::{AuthConfig, Lifecycle, Origin, ProtocolMode, StdioTransport, Timeouts, Transport};
+use pimcp_config::{StdioTransport, Transport};
 
 pub(crate) fn server(name: &str) -> ServerConfig {
-    ServerConfig {
-        name: name.into(),
-        transport: Transport::Stdio(StdioTransport {
-            command: "true".into(),
-            args: vec![],
-            env: Default::default(),
-            cwd: None,
-            inherit_env: true,
-        }),
-        auth: AuthConfig::Auto,
-        lifecycle: Lifecycle::Lazy,
-        timeouts: Timeouts::default(),
-        protocol: ProtocolMode::Auto,
-        availability: Availability::Available,
-        description: None,
-        expose_resources: true,
-        direct_tools: None,
-        tool_prefix: None,
-        include_tools: vec![],
-        exclude_tools: vec![],
-        hidden: false,
-        tool_exposure: Vec::new(),
-        search_keywords: Default::default(),
-        approve_tools: None,
-        debug: false,
-        trace: None,
-        origin: Origin::InMemory,
-        provenance: Default::default(),
-    }
+    ServerConfig::new(name, Transport::Stdio(StdioTransport::new("true", Vec::new())))
 }
 
 pub(crate) fn tool(name: &str) -> ToolInfo {

@@ -371,10 +371,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn failed_server_actor_is_restarted_until_the_budget_runs_out() {
         let dir = tempfile::tempdir().unwrap();
-        let config = pimcp_config::Config {
-            servers: vec![server("x")],
-            ..Default::default()
-        };
+        let mut config = pimcp_config::Config::default();
+        config.servers = vec![server("x")];
         let mut opts = RuntimeOptions::new(config, dir.path().join("agent"), dir.path().join("data"));
         opts.tuning = Tuning {
             connect_backoff_min: Duration::from_millis(5),
@@ -414,10 +412,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_auth_actor_is_restarted_and_answers_again() {
         let dir = tempfile::tempdir().unwrap();
-        let config = pimcp_config::Config {
-            servers: vec![server("x")],
-            ..Default::default()
-        };
+        let mut config = pimcp_config::Config::default();
+        config.servers = vec![server("x")];
         let opts = RuntimeOptions::new(config, dir.path().join("agent"), dir.path().join("data"));
         let rt = Runtime::start(opts).await.unwrap();
         let shared = rt.handle().shared.clone();

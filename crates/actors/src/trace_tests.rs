@@ -152,10 +152,8 @@ fn an_unwritable_path_turns_the_sink_off() {
 
 #[test]
 fn per_server_trace_wins_over_settings() {
-    let settings = TraceSettings {
-        enabled: true,
-        ..TraceSettings::default()
-    };
+    let mut settings = TraceSettings::default();
+    settings.enabled = true;
     let cfg = |trace: Option<bool>| {
         let mut c = pimcp_config::load_in_memory(
             &json!({"mcpServers": {"s": {"command": "x"}}}),

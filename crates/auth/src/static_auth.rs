@@ -188,14 +188,12 @@ mod tests {
     use super::*;
 
     fn transport(headers: &[(&str, SecretValue)]) -> HttpTransport {
-        HttpTransport {
-            url: "https://mcp.example.com/mcp".into(),
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect::<BTreeMap<_, _>>(),
-            allow_legacy_sse: false,
-        }
+        let mut transport = HttpTransport::new("https://mcp.example.com/mcp");
+        transport.headers = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect::<BTreeMap<_, _>>();
+        transport
     }
 
     fn plain(v: &str) -> SecretValue {

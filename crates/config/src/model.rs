@@ -74,6 +74,7 @@ pub enum Transport {
 
 /// `command`, `args`, `env`, `cwd`, `inheritEnv`: a server pimcp starts as a child process.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StdioTransport {
     /// The program to run (`npx`-style commands resolve to the installed package's binary when they can).
     pub command: String,
@@ -87,8 +88,22 @@ pub struct StdioTransport {
     pub inherit_env: bool,
 }
 
+impl StdioTransport {
+    /// `command` with `args`, inheriting pimcp's environment, in the project directory.
+    pub fn new(command: impl Into<String>, args: Vec<String>) -> StdioTransport {
+        StdioTransport {
+            command: command.into(),
+            args,
+            env: BTreeMap::new(),
+            cwd: None,
+            inherit_env: true,
+        }
+    }
+}
+
 /// `url`, `headers`, `type`: a server pimcp reaches over HTTP.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HttpTransport {
     /// The endpoint (`https://`, or `http://` on loopback).
     pub url: String,
@@ -98,11 +113,30 @@ pub struct HttpTransport {
     pub allow_legacy_sse: bool,
 }
 
+impl HttpTransport {
+    /// `url` with no headers and no legacy SSE fallback.
+    pub fn new(url: impl Into<String>) -> HttpTransport {
+        HttpTransport {
+            url: url.into(),
+            headers: BTreeMap::new(),
+            allow_legacy_sse: false,
+        }
+    }
+}
+
 /// `socket`: a server already listening on a Unix socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SocketTransport {
     /// rmcp-mux Unix socket path (`~` expanded).
     pub path: PathBuf,
+}
+
+impl SocketTransport {
+    /// The socket at `path`.
+    pub fn new(path: impl Into<PathBuf>) -> SocketTransport {
+        SocketTransport { path: path.into() }
+    }
 }
 
 /// How an HTTP server authenticates.
@@ -129,6 +163,7 @@ pub enum AuthConfig {
 
 /// The `oauth` object of a server (docs/configuration.md lists each key).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct OAuthConfig {
     /// `authorization_code` (default) or `client_credentials`.
     pub grant_type: OAuthGrant,
@@ -166,6 +201,7 @@ pub struct OAuthConfig {
 
 /// SEP-990 enterprise-managed authorization: where and how an ID token is exchanged for an ID-JAG (RFC 8693).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct IdentityAssertionConfig {
     /// The IdP's issuer; its OpenID metadata gives the token endpoint when `idp_token_endpoint` is not set.
     pub idp_issuer: Option<String>,
@@ -263,6 +299,7 @@ pub enum ApproveTools {
 
 /// Resolved timeouts; the more specific key wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Timeouts {
     /// Connect + initialize (default 30 s).
     pub startup: Duration,
@@ -371,6 +408,7 @@ impl SourceKind {
 
 /// One server, merged across all sources, typed and interpolated.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// The key in `mcpServers` (for plugins: `<plugin>__<server>`).
     pub name: String,
@@ -418,8 +456,39 @@ pub struct ServerConfig {
     pub provenance: BTreeMap<String, Origin>,
 }
 
+impl ServerConfig {
+    /// A server as loading gives one with nothing but its name and transport set: automatic auth, `lazy`, the default
+    /// timeouts and protocol, available, resources exposed, no filters, defined in memory. Set other fields after.
+    pub fn new(name: impl Into<String>, transport: Transport) -> ServerConfig {
+        ServerConfig {
+            name: name.into(),
+            transport,
+            auth: AuthConfig::Auto,
+            lifecycle: Lifecycle::default(),
+            timeouts: Timeouts::default(),
+            protocol: ProtocolMode::default(),
+            availability: Availability::Available,
+            description: None,
+            expose_resources: true,
+            direct_tools: None,
+            tool_prefix: None,
+            include_tools: Vec::new(),
+            exclude_tools: Vec::new(),
+            hidden: false,
+            tool_exposure: Vec::new(),
+            search_keywords: BTreeMap::new(),
+            approve_tools: None,
+            debug: false,
+            trace: None,
+            origin: Origin::InMemory,
+            provenance: BTreeMap::new(),
+        }
+    }
+}
+
 /// `outputGuard`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OutputGuard {
     /// `maxBytes`: the most bytes of text a result keeps inline.
     pub max_bytes: usize,
@@ -428,6 +497,11 @@ pub struct OutputGuard {
 }
 
 impl OutputGuard {
+    /// At most `max_bytes` and `max_lines` of text inline.
+    pub const fn new(max_bytes: usize, max_lines: usize) -> OutputGuard {
+        OutputGuard { max_bytes, max_lines }
+    }
+
     /// 50 KiB and 2,000 lines.
     pub const DEFAULT: OutputGuard = OutputGuard {
         max_bytes: 50 * 1024,
@@ -481,6 +555,7 @@ impl ScriptLimits {
 
 /// `settings.trace`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct TraceSettings {
     /// Whether tracing is on for every server (a server's own `trace` overrides it).
     pub enabled: bool,
@@ -516,6 +591,7 @@ pub enum TokenStoreKind {
 
 /// Global `settings`, merged shallowly per key (later file wins per key).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Settings {
     /// `toolPrefix`: how exposed tool names are prefixed (default `server`).
     pub tool_prefix: ToolPrefix,
@@ -603,6 +679,7 @@ impl Default for Settings {
 
 /// A problem found while loading: the file (and position or server/field) it is about, never a secret value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct ConfigProblem {
     /// The file, when the problem is in one.
     pub path: Option<PathBuf>,
@@ -618,6 +695,20 @@ pub struct ConfigProblem {
     pub severity: Severity,
 }
 
+impl ConfigProblem {
+    /// A problem with only its severity and message; set `path`, `position`, `server` and `field` after.
+    pub fn new(severity: Severity, message: impl Into<String>) -> ConfigProblem {
+        ConfigProblem {
+            path: None,
+            position: None,
+            server: None,
+            field: None,
+            message: message.into(),
+            severity,
+        }
+    }
+}
+
 /// How bad a [`ConfigProblem`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -630,6 +721,7 @@ pub enum Severity {
 
 /// A config file that was considered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct SourceFile {
     /// Which source it is.
     pub origin: Origin,
@@ -641,6 +733,7 @@ pub struct SourceFile {
 
 /// The result of loading: every usable server, the settings, and every problem met on the way.
 #[derive(Debug, Clone, PartialEq, Default)]
+#[non_exhaustive]
 pub struct Config {
     /// Sorted by name.
     pub servers: Vec<ServerConfig>,

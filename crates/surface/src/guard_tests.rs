@@ -7,7 +7,7 @@ use rmcp::model::ImageContent;
 use super::*;
 
 fn limits(max_bytes: usize, max_lines: usize) -> OutputGuard {
-    OutputGuard { max_bytes, max_lines }
+    OutputGuard::new(max_bytes, max_lines)
 }
 
 fn text_of(g: &Guarded) -> &str {

@@ -10,41 +10,14 @@ use std::path::PathBuf;
 
 use pimcp_actors::ConnectSpec;
 use pimcp_actors::{GuardianMode, ProcessOptions};
-use pimcp_config::{
-    AuthConfig, Availability, Lifecycle, Origin, ProtocolMode, Secret, SecretValue, ServerConfig, StdioTransport,
-    Timeouts, Transport,
-};
+use pimcp_config::{ProtocolMode, Secret, SecretValue, ServerConfig, StdioTransport, Transport};
 
 fn server(command: String, args: Vec<String>, env: BTreeMap<String, SecretValue>) -> ServerConfig {
-    ServerConfig {
-        name: "probe".into(),
-        transport: Transport::Stdio(StdioTransport {
-            command,
-            args,
-            env,
-            cwd: None,
-            inherit_env: true,
-        }),
-        auth: AuthConfig::Auto,
-        lifecycle: Lifecycle::Lazy,
-        timeouts: Timeouts::default(),
-        protocol: ProtocolMode::Legacy,
-        availability: Availability::Available,
-        description: None,
-        expose_resources: true,
-        direct_tools: None,
-        tool_prefix: None,
-        include_tools: Vec::new(),
-        exclude_tools: Vec::new(),
-        hidden: false,
-        tool_exposure: Vec::new(),
-        search_keywords: BTreeMap::new(),
-        approve_tools: None,
-        debug: false,
-        trace: None,
-        origin: Origin::InMemory,
-        provenance: BTreeMap::new(),
-    }
+    let mut stdio = StdioTransport::new(command, args);
+    stdio.env = env;
+    let mut server = ServerConfig::new("probe", Transport::Stdio(stdio));
+    server.protocol = ProtocolMode::Legacy;
+    server
 }
 
 fn main() {

@@ -13,7 +13,7 @@ async fn round_trip_over_a_unix_socket() {
     let path = dir.path().join("mux.sock");
     let listener = tokio::net::UnixListener::bind(&path).unwrap();
     let bridge = tokio::spawn(mcp_fixture::bridge_one_socket_connection(listener, Vec::<&str>::new()));
-    let server = server("mux", Transport::Socket(SocketTransport { path: path.clone() }));
+    let server = server("mux", Transport::Socket(SocketTransport::new(path.clone())));
     let conn = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap();
     assert_eq!(conn.transport, TransportKind::UnixSocket);
     assert_eq!(whoami(&conn, None).await["transport"], "stdio");
@@ -26,9 +26,7 @@ async fn a_missing_socket_is_a_transient_socket_error() {
     let dir = tempfile::tempdir().unwrap();
     let server = server(
         "nomux",
-        Transport::Socket(SocketTransport {
-            path: dir.path().join("absent.sock"),
-        }),
+        Transport::Socket(SocketTransport::new(dir.path().join("absent.sock"))),
     );
     let err = pimcp_actors::connect(spec(server, dir.path()), ()).await.unwrap_err();
     assert!(matches!(err, ConnectError::Socket { transient: true, .. }), "{err}");

@@ -110,14 +110,9 @@ async fn legacy_sse_server(endpoint: &'static str) -> String {
 }
 
 fn sse_server(name: &str, url: &str, allow_legacy_sse: bool) -> pimcp_config::ServerConfig {
-    let mut s = server(
-        name,
-        Transport::Http(HttpTransport {
-            url: url.to_owned(),
-            headers: Default::default(),
-            allow_legacy_sse,
-        }),
-    );
+    let mut http = HttpTransport::new(url);
+    http.allow_legacy_sse = allow_legacy_sse;
+    let mut s = server(name, Transport::Http(http));
     s.protocol = ProtocolMode::Legacy;
     s.timeouts.startup = Duration::from_secs(10);
     s

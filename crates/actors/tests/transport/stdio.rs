@@ -209,15 +209,13 @@ async fn command_secrets_resolve_at_connect_and_stay_out_of_errors() {
     conn.close(Duration::from_secs(2)).await;
 
     // A server that prints its secret to stderr and dies: the error shows the tail, redacted.
-    let t = pimcp_config::StdioTransport {
-        command: "sh".into(),
-        args: vec!["-c".into(), "echo \"token is $API_TOKEN\" >&2; exit 4".into()],
-        env: [("API_TOKEN".to_owned(), SecretValue::Command(format!("printf {secret}")))]
-            .into_iter()
-            .collect(),
-        cwd: None,
-        inherit_env: true,
-    };
+    let mut t = pimcp_config::StdioTransport::new(
+        "sh",
+        vec!["-c".into(), "echo \"token is $API_TOKEN\" >&2; exit 4".into()],
+    );
+    t.env = [("API_TOKEN".to_owned(), SecretValue::Command(format!("printf {secret}")))]
+        .into_iter()
+        .collect();
     let err = pimcp_actors::connect(spec(server("leaky", Transport::Stdio(t)), dir.path()), ())
         .await
         .unwrap_err();
@@ -316,20 +314,18 @@ async fn npx_commands_run_the_installed_package_binary() {
     std::fs::write(&script, format!("#!/bin/sh\nexec '{}' \"$@\"\n", fixture())).unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 
-    let t = pimcp_config::StdioTransport {
-        command: "npx".into(),
-        args: vec![
+    let mut t = pimcp_config::StdioTransport::new(
+        "npx",
+        vec![
             "-y".into(),
             "@acme/fixture-mcp@1.2.3".into(),
             "--name".into(),
             "resolved-by-pimcp".into(),
         ],
-        env: [("NPM_CONFIG_CACHE".to_owned(), plain(npm_cache.to_str().unwrap()))]
-            .into_iter()
-            .collect(),
-        cwd: None,
-        inherit_env: true,
-    };
+    );
+    t.env = [("NPM_CONFIG_CACHE".to_owned(), plain(npm_cache.to_str().unwrap()))]
+        .into_iter()
+        .collect();
     let mut s = spec(server("npx", Transport::Stdio(t)), dir.path());
     let cache_file = dir.path().join("npx-cache.json");
     s.process.npx_cache = Some(cache_file.clone());

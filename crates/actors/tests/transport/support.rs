@@ -1,15 +1,11 @@
 //! Shared helpers: server configs for the fixture, connect specs, `whoami`, and pid polling toward a deadline.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pimcp_actors::{ConnectSpec, Connection};
 use pimcp_actors::{GuardianMode, ProcessOptions};
-use pimcp_config::{
-    AuthConfig, Availability, HttpTransport, Lifecycle, Origin, ProtocolMode, SecretValue, ServerConfig,
-    StdioTransport, Timeouts, Transport,
-};
+use pimcp_config::{HttpTransport, SecretValue, ServerConfig, StdioTransport, Transport};
 use rmcp::model::CallToolRequestParams;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -23,42 +19,13 @@ pub(crate) fn guardian() -> PathBuf {
 }
 
 pub(crate) fn server(name: &str, transport: Transport) -> ServerConfig {
-    ServerConfig {
-        name: name.into(),
-        transport,
-        auth: AuthConfig::Auto,
-        lifecycle: Lifecycle::Lazy,
-        timeouts: Timeouts {
-            startup: Duration::from_secs(20),
-            ..Timeouts::default()
-        },
-        protocol: ProtocolMode::Auto,
-        availability: Availability::Available,
-        description: None,
-        expose_resources: true,
-        direct_tools: None,
-        tool_prefix: None,
-        include_tools: Vec::new(),
-        exclude_tools: Vec::new(),
-        hidden: false,
-        tool_exposure: Vec::new(),
-        search_keywords: BTreeMap::new(),
-        approve_tools: None,
-        debug: false,
-        trace: None,
-        origin: Origin::InMemory,
-        provenance: BTreeMap::new(),
-    }
+    let mut server = ServerConfig::new(name, transport);
+    server.timeouts.startup = Duration::from_secs(20);
+    server
 }
 
 pub(crate) fn stdio_transport(args: &[&str]) -> StdioTransport {
-    StdioTransport {
-        command: fixture(),
-        args: args.iter().map(|a| (*a).to_owned()).collect(),
-        env: BTreeMap::new(),
-        cwd: None,
-        inherit_env: true,
-    }
+    StdioTransport::new(fixture(), args.iter().map(|a| (*a).to_owned()).collect())
 }
 
 pub(crate) fn stdio_server(name: &str, args: &[&str]) -> ServerConfig {
@@ -66,14 +33,7 @@ pub(crate) fn stdio_server(name: &str, args: &[&str]) -> ServerConfig {
 }
 
 pub(crate) fn http_server(name: &str, url: &str) -> ServerConfig {
-    server(
-        name,
-        Transport::Http(HttpTransport {
-            url: url.to_owned(),
-            headers: BTreeMap::new(),
-            allow_legacy_sse: false,
-        }),
-    )
+    server(name, Transport::Http(HttpTransport::new(url)))
 }
 
 pub(crate) fn plain(v: &str) -> SecretValue {

@@ -124,10 +124,8 @@ async fn issuer_mismatch_is_refused() {
     assert!(fake.authorize_requests().is_empty());
 
     // Opt-out for a known-misconfigured server.
-    let config = OAuthConfig {
-        skip_issuer_metadata_validation: true,
-        ..OAuthConfig::default()
-    };
+    let mut config = OAuthConfig::default();
+    config.skip_issuer_metadata_validation = true;
     crate::support::login(&client(&fake, config)).await;
 }
 
@@ -172,10 +170,8 @@ async fn configured_metadata_url_is_authoritative() {
         ..FakeAsConfig::default()
     })
     .await;
-    let config = OAuthConfig {
-        auth_server_metadata_url: Some(format!("{}/.well-known/oauth-authorization-server", fake.base)),
-        ..OAuthConfig::default()
-    };
+    let mut config = OAuthConfig::default();
+    config.auth_server_metadata_url = Some(format!("{}/.well-known/oauth-authorization-server", fake.base));
     let discovered = client(&fake, config).discover(None).await.unwrap();
     assert_eq!(discovered.source, MetadataSource::Configured);
     assert_eq!(discovered.issuer.as_deref(), Some(fake.base.as_str()));

@@ -67,16 +67,14 @@ async fn code_flow_with_dynamic_registration_and_pkce() {
 #[tokio::test]
 async fn client_metadata_and_authorization_params_reach_the_authorization_server() {
     let fake = start(FakeAsConfig::default()).await;
-    let config = OAuthConfig {
-        client_name: Some("Acme agent".into()),
-        client_uri: Some("https://acme.example/agent".into()),
-        logo_uri: Some("https://acme.example/logo.png".into()),
-        authorization_params: [("prompt", "consent"), ("audience", "mcp"), ("state", "planted")]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect(),
-        ..OAuthConfig::default()
-    };
+    let mut config = OAuthConfig::default();
+    config.client_name = Some("Acme agent".into());
+    config.client_uri = Some("https://acme.example/agent".into());
+    config.logo_uri = Some("https://acme.example/logo.png".into());
+    config.authorization_params = [("prompt", "consent"), ("audience", "mcp"), ("state", "planted")]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
     let client = client(&fake, config);
     crate::support::login(&client).await;
     let registration = &fake.registrations()[0];
@@ -288,14 +286,9 @@ async fn scope_comes_from_the_challenge_then_the_metadata_else_is_omitted() {
     assert!(!fake.token_requests("authorization_code")[0].0.contains_key("scope"));
 
     let fake = start(FakeAsConfig::default()).await;
-    crate::support::login(&client(
-        &fake,
-        OAuthConfig {
-            scope: Some("custom".into()),
-            ..OAuthConfig::default()
-        },
-    ))
-    .await;
+    let mut config = OAuthConfig::default();
+    config.scope = Some("custom".into());
+    crate::support::login(&client(&fake, config)).await;
     assert_eq!(fake.authorize_requests()[0]["scope"], "custom offline_access");
 }
 
@@ -592,13 +585,12 @@ async fn paste_only_login_with_a_non_loopback_redirect_uri() {
 }
 
 fn identity_assertion_config(fake: &crate::fake_as::FakeAs, id_token: &str) -> pimcp_config::IdentityAssertionConfig {
-    pimcp_config::IdentityAssertionConfig {
-        idp_issuer: Some(fake.idp_issuer()),
-        idp_token_endpoint: None,
-        idp_client_id: Some("pimcp-at-idp".into()),
-        idp_client_secret: Some(pimcp_config::SecretValue::Plain(Secret::new("idp-secret"))),
-        id_token: Some(pimcp_config::SecretValue::Plain(Secret::new(id_token))),
-    }
+    let mut config = pimcp_config::IdentityAssertionConfig::default();
+    config.idp_issuer = Some(fake.idp_issuer());
+    config.idp_client_id = Some("pimcp-at-idp".into());
+    config.idp_client_secret = Some(pimcp_config::SecretValue::Plain(Secret::new("idp-secret")));
+    config.id_token = Some(pimcp_config::SecretValue::Plain(Secret::new(id_token)));
+    config
 }
 
 /// A fake AS + IdP whose IdP accepts `idp_id_token`, and an identity-assertion client presenting `id_token`; `tweak`

@@ -69,13 +69,11 @@ fn status_of_ten_thousand_servers_counts_them_and_lists_only_those_needing_atten
 
 #[test]
 fn config_problems_name_the_skipped_files_and_entries_and_are_bounded() {
-    let problem = |path: &str, server: Option<&str>, message: &str, severity| pimcp_config::ConfigProblem {
-        path: Some(path.into()),
-        position: None,
-        server: server.map(String::from),
-        field: None,
-        message: message.into(),
-        severity,
+    let problem = |path: &str, server: Option<&str>, message: &str, severity| {
+        let mut problem = pimcp_config::ConfigProblem::new(severity, message);
+        problem.path = Some(path.into());
+        problem.server = server.map(String::from);
+        problem
     };
     assert_eq!(config_problems_text(&[]), None);
     let warning = problem("/h/mcp.json", None, "unknown field", pimcp_config::Severity::Warning);
