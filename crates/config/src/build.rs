@@ -13,8 +13,8 @@ use crate::interpolate::{self, Syntax, describe_missing};
 use crate::merge::MergedServer;
 use crate::model::{
     ApproveTools, AuthConfig, Availability, DirectTools, HttpTransport, IdentityAssertionConfig, Lifecycle,
-    OAuthConfig, OAuthGrant, OutputGuard, Secret, SecretValue, ServerConfig, Settings, SocketTransport, StdioTransport,
-    Timeouts, TraceSettings, Transport,
+    OAuthConfig, OAuthGrant, OutputGuard, ServerConfig, Settings, SocketTransport, StdioTransport, Timeouts,
+    TraceSettings, Transport,
 };
 use crate::paths::{EnvMap, absolute, expand_tilde, expand_tilde_str};
 use crate::problems::Sink;
@@ -22,6 +22,7 @@ use crate::raw::{
     RawApproveTools, RawAuth, RawAuthKind, RawDirectTools, RawOAuth, RawOAuthField, RawOutputGuard, RawServer,
     RawSettings, RawToolExposure, RawTrace, RawType,
 };
+use crate::secret::{Secret, SecretValue};
 
 /// What building needs besides the merged server.
 pub(crate) struct BuildCtx<'a> {

@@ -397,7 +397,7 @@ pub(crate) fn parse_settings(settings: &Map<String, Value>, sink: &mut Sink<'_>)
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::model::{ConfigProblem, Severity};
+    use crate::problems::{ConfigProblem, Severity};
 
     type Parsed = (Result<Map<String, Value>, Vec<String>>, Vec<ConfigProblem>);
 

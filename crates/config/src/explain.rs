@@ -14,8 +14,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::load::load_detailed;
-use crate::model::{Availability, Config, ConfigProblem, Origin, ServerConfig, Transport};
+use crate::model::{Availability, Config, Origin, ServerConfig, Transport};
 use crate::options::LoadOptions;
+use crate::problems::ConfigProblem;
 
 /// Shown instead of a secret.
 pub const REDACTED: &str = "<redacted>";

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::model::{AuthConfig, Config, SecretValue, ServerConfig, Transport};
+use crate::model::{AuthConfig, Config, ServerConfig, Transport};
+use crate::secret::SecretValue;
 
 /// Bumped when the hashed shape changes, so old cache entries stop matching.
 const IDENTITY_VERSION: u32 = 1;

@@ -51,20 +51,22 @@ pub use identity::identity_hash;
 pub use jsonc::{JsoncError, parse as parse_jsonc, strip as strip_jsonc};
 pub use load::{is_pimcp_command, load, load_in_memory};
 pub use model::{
-    ApproveTools, AuthConfig, Availability, Config, ConfigProblem, DirectTools, HostConfigDiscovery, HttpTransport,
+    ApproveTools, AuthConfig, Availability, Config, DirectTools, HostConfigDiscovery, HttpTransport,
     IdentityAssertionConfig, Lifecycle, OAuthConfig, OAuthGrant, Origin, OutputGuard, ProtocolMode, ScriptLimits,
-    Secret, SecretValue, ServerConfig, Settings, Severity, SocketTransport, SourceFile, SourceKind, StdioTransport,
-    Timeouts, TokenStoreKind, ToolPrefix, TraceSettings, Transport,
+    ServerConfig, Settings, SocketTransport, SourceFile, SourceKind, StdioTransport, Timeouts, TokenStoreKind,
+    ToolPrefix, TraceSettings, Transport,
 };
 pub use options::LoadOptions;
 pub use paths::{EnvMap, agent_dir, data_dir, expand_tilde, source_path};
 pub use preview::{HostPreview, ImportFilePreview, ImportServerPreview, preview_imports};
+pub use problems::{ConfigProblem, Severity};
 pub use raw::{RawFile, RawServer, RawSettings};
 pub use read::{CONFIG_FILE_LIMIT, open_regular, read_bounded, read_capped, read_text_bounded};
 pub use redact::{redact_known_secrets, redact_text, remember_secret, remember_url_secrets};
 pub use schema::json_schema;
 pub use secret::{
-    CONTROL_ENV_PREFIX, GroupWatch, ResolveOptions, SECRET_COMMAND_MAX_OUTPUT, SECRET_COMMAND_TIMEOUT, is_control_env,
+    CONTROL_ENV_PREFIX, GroupWatch, ResolveOptions, SECRET_COMMAND_MAX_OUTPUT, SECRET_COMMAND_TIMEOUT, Secret,
+    SecretValue, is_control_env,
 };
 pub use trust::{
     PROJECT_CONFIG_FILES, TRUST_FILE, TrustedProject, is_trusted, trust_command, trust_project, untrust_project,

@@ -21,11 +21,9 @@ use crate::build::{BuildCtx, apply_direct_tools_env, build_server, build_setting
 use crate::entries::{FileContent, parse_root, parse_server};
 use crate::imports::{self, HostKind, ImportEnv, ImportScope};
 use crate::merge::{MergedServer, MergedSettings};
-use crate::model::{
-    Availability, Config, ConfigProblem, HostConfigDiscovery, Origin, Severity, SourceFile, SourceKind, Transport,
-};
+use crate::model::{Availability, Config, HostConfigDiscovery, Origin, SourceFile, SourceKind, Transport};
 use crate::options::LoadOptions;
-use crate::problems::Sink;
+use crate::problems::{ConfigProblem, Severity, Sink};
 use crate::trust::{TrustView, trust_command};
 
 /// Files bigger than this are refused (no MCP config is anywhere near it).

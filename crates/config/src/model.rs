@@ -5,61 +5,14 @@
 //! Every type that can hold a secret redacts it in `Debug`.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A secret string. `Debug` and `Display` print `<redacted>`; read it with [`Secret::expose`].
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret string.
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-    /// The secret itself; use only where it is sent or run, never where it is shown.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-    /// Whether the secret is the empty string.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-/// A value that may be a secret: a literal (already interpolated) or a `!command` run at connect time.
-#[derive(Clone, PartialEq, Eq)]
-pub enum SecretValue {
-    /// A literal value.
-    Plain(Secret),
-    /// The shell command after the leading `!` (never interpolated; the shell does that).
-    Command(String),
-}
-
-impl fmt::Debug for SecretValue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SecretValue::Plain(_) => f.write_str("Plain(<redacted>)"),
-            SecretValue::Command(_) => f.write_str("Command(<redacted>)"),
-        }
-    }
-}
+use crate::problems::ConfigProblem;
+use crate::secret::SecretValue;
 
 /// Where a server's transport lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -675,48 +628,6 @@ impl Default for Settings {
             script: Some(ScriptLimits::DEFAULT),
         }
     }
-}
-
-/// A problem found while loading: the file (and position or server/field) it is about, never a secret value.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[non_exhaustive]
-pub struct ConfigProblem {
-    /// The file, when the problem is in one.
-    pub path: Option<PathBuf>,
-    /// `line:column` for syntax errors.
-    pub position: Option<(usize, usize)>,
-    /// The server entry, when the problem is in one.
-    pub server: Option<String>,
-    /// The field, when the problem is about one.
-    pub field: Option<String>,
-    /// What is wrong and what to do.
-    pub message: String,
-    /// Whether the entry or file was skipped or only adjusted.
-    pub severity: Severity,
-}
-
-impl ConfigProblem {
-    /// A problem with only its severity and message; set `path`, `position`, `server` and `field` after.
-    pub fn new(severity: Severity, message: impl Into<String>) -> ConfigProblem {
-        ConfigProblem {
-            path: None,
-            position: None,
-            server: None,
-            field: None,
-            message: message.into(),
-            severity,
-        }
-    }
-}
-
-/// How bad a [`ConfigProblem`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// The file or server entry was skipped.
-    Error,
-    /// Loaded, but something was ignored or adjusted.
-    Warning,
 }
 
 /// A config file that was considered.

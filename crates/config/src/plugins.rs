@@ -22,7 +22,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use crate::model::{ConfigProblem, Origin, Severity};
+use crate::model::Origin;
+use crate::problems::{ConfigProblem, Severity};
 
 /// Canonical manifest identifiers pimcp recognizes for Agent Plugins 1.0.0 (the spec's, and the identifier its
 /// schema file carried under the project's former name).

@@ -11,8 +11,9 @@ use serde_json::Value;
 use crate::entries::parse_server;
 use crate::imports::{self, HostKind, ImportScope};
 use crate::load::load_detailed;
-use crate::model::{ConfigProblem, HostConfigDiscovery, Origin};
+use crate::model::{HostConfigDiscovery, Origin};
 use crate::options::LoadOptions;
+use crate::problems::ConfigProblem;
 use crate::problems::Sink;
 use crate::trust::TrustView;
 

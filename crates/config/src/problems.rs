@@ -1,10 +1,54 @@
-//! Collecting [`ConfigProblem`]s while loading, and how they read. A problem names the file, position, server and
+//! [`ConfigProblem`]: what loading found wrong, how problems are collected while loading, and how they read. A problem names the file, position, server and
 //! field; its message never contains a configured value.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::model::{ConfigProblem, Origin, Severity};
+use serde::Serialize;
+
+use crate::model::Origin;
+
+/// A problem found while loading: the file (and position or server/field) it is about, never a secret value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct ConfigProblem {
+    /// The file, when the problem is in one.
+    pub path: Option<PathBuf>,
+    /// `line:column` for syntax errors.
+    pub position: Option<(usize, usize)>,
+    /// The server entry, when the problem is in one.
+    pub server: Option<String>,
+    /// The field, when the problem is about one.
+    pub field: Option<String>,
+    /// What is wrong and what to do.
+    pub message: String,
+    /// Whether the entry or file was skipped or only adjusted.
+    pub severity: Severity,
+}
+
+impl ConfigProblem {
+    /// A problem with only its severity and message; set `path`, `position`, `server` and `field` after.
+    pub fn new(severity: Severity, message: impl Into<String>) -> ConfigProblem {
+        ConfigProblem {
+            path: None,
+            position: None,
+            server: None,
+            field: None,
+            message: message.into(),
+            severity,
+        }
+    }
+}
+
+/// How bad a [`ConfigProblem`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The file or server entry was skipped.
+    Error,
+    /// Loaded, but something was ignored or adjusted.
+    Warning,
+}
 
 impl fmt::Display for ConfigProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,5 +1,5 @@
-//! `!command` secrets: how a config string becomes a [`SecretValue`], and how the runtime resolves one at
-//! connect time. Loading never runs a command; only [`SecretValue::resolve`] does.
+//! Secrets: [`Secret`] (a string that never prints) and [`SecretValue`] (a literal or a `!command`), how a config
+//! string becomes one, and how the runtime resolves a `!command` at connect time. Loading never runs a command; only [`SecretValue::resolve`] does.
 //!
 //! A command runs as `sh -c <command>` leading its own process group with stdin and stderr on `/dev/null`, inherits
 //! pimcp's environment without pimcp's own variables (every `PIMCP_*`, see [`is_control_env`]), must exit 0 within
@@ -19,8 +19,58 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use std::fmt;
+
 use crate::error::SecretError;
-use crate::model::{Secret, SecretValue};
+
+/// A secret string. `Debug` and `Display` print `<redacted>`; read it with [`Secret::expose`].
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret string.
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+    /// The secret itself; use only where it is sent or run, never where it is shown.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    /// Whether the secret is the empty string.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A value that may be a secret: a literal (already interpolated) or a `!command` run at connect time.
+#[derive(Clone, PartialEq, Eq)]
+pub enum SecretValue {
+    /// A literal value.
+    Plain(Secret),
+    /// The shell command after the leading `!` (never interpolated; the shell does that).
+    Command(String),
+}
+
+impl fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SecretValue::Plain(_) => f.write_str("Plain(<redacted>)"),
+            SecretValue::Command(_) => f.write_str("Command(<redacted>)"),
+        }
+    }
+}
 
 /// How long a `!command` may run.
 pub const SECRET_COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
