@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache::MetadataCache;
 use crate::catalog::{MetadataSource, ServerMetadata};
-use crate::handles::{RouterHandle, ServerHandle};
+use crate::handles::{RouterHandle, ServerHandle, ServerRegistry};
 use crate::host::Handlers;
 use crate::policy::Tuning;
 use crate::process::ProcessOptions;
@@ -40,7 +40,7 @@ pub(crate) struct Shared {
     /// model-facing status and errors; replaced on reconfigure.
     pub problems: RwLock<Arc<[pimcp_config::ConfigProblem]>>,
     /// Current ServerActor of each server (replaced on restart).
-    pub registry: DashMap<String, ServerHandle>,
+    pub registry: Arc<ServerRegistry>,
     /// The call lane of each server's current actor: callers run calls on a ready connection through it.
     pub lanes: DashMap<String, Arc<crate::lane::Lane>>,
     /// The current RouterActor (replaced on restart).

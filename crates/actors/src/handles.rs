@@ -15,6 +15,10 @@ use crate::error::{Error, Result};
 use crate::job::{CallOptions, ToolOutput};
 use crate::msg::{Attempt, RouterMsg, ServerRequest};
 
+/// The current ServerActor of each server, by name (replaced on restart). Shared: the runtime holds it, the auth
+/// layer keeps a weak reference to reconnect a server after its login.
+pub(crate) type ServerRegistry = dashmap::DashMap<String, ServerHandle>;
+
 /// One ServerActor, as seen from outside it.
 #[derive(Clone)]
 pub(crate) struct ServerHandle {

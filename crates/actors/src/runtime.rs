@@ -507,7 +507,7 @@ impl Runtime {
             cache,
             configured: RwLock::new(configured),
             problems: RwLock::new(config.problems.as_slice().into()),
-            registry: DashMap::new(),
+            registry: Arc::default(),
             lanes: DashMap::new(),
             router: RwLock::new(None),
             known: Mutex::new(BTreeMap::new()),
@@ -522,7 +522,7 @@ impl Runtime {
             resource_interest: Default::default(),
         });
         shared.set_budgets(&config.servers);
-        auth.attach(&shared);
+        auth.attach(shared.process.clone(), shared.project_dir.clone(), &shared.registry);
         // Version 0 is the catalog being built above; the router starts from it instead of building it again.
         let (catalog_tx, catalog_rx) = watch::channel(Arc::new(Catalog::default()));
         let args = SupArgs {

@@ -4,7 +4,7 @@
 //! whose own lock serializes that server's flows; the actor's mailbox only hands them out.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,12 +13,13 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 
 use super::options::AuthOptions;
-use super::server_auth::{AuthCore, ServerAuth, auth_mode, oauth_capable};
+use super::server_auth::{AttachedRuntime, AuthCore, ServerAuth, auth_mode, oauth_capable};
 use super::source::TokenSource;
 use super::status::AuthMode;
-use crate::context::Shared;
 use crate::error::{Error, Result};
+use crate::handles::ServerRegistry;
 use crate::msg::ServerRequest;
+use crate::process::ProcessOptions;
 
 /// Longest wait for the AuthActor to hand out a server's auth state (it never does I/O in its mailbox).
 pub(crate) const AUTH_REPLY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -126,8 +127,8 @@ impl Actor for AuthActor {
                 st.config = config;
             }
             AuthMsg::LoggedIn { server } => {
-                let shared = st.core.shared.get().and_then(std::sync::Weak::upgrade);
-                if let Some(actor) = shared.and_then(|s| s.server_ref(&server)) {
+                let servers = st.core.runtime.get().and_then(|r| r.servers.upgrade());
+                if let Some(actor) = servers.and_then(|s| s.get(&server).map(|a| a.clone())) {
                     tracing::info!(%server, "reconnecting after the login");
                     // Keep the reply's receiver alive: a connect whose caller has gone away may be dropped.
                     let (reply, answer) = oneshot::channel();
@@ -183,9 +184,14 @@ impl AuthHandle {
         }
     }
 
-    /// Lets the actor reach the server actors (to reconnect after a login).
-    pub(crate) fn attach(&self, shared: &Arc<Shared>) {
-        let _ = self.core.shared.set(Arc::downgrade(shared));
+    /// Gives the auth layer what it needs of the runtime: process options and project directory for `!command`
+    /// secrets, and the server actors (to reconnect one after its login).
+    pub(crate) fn attach(&self, process: ProcessOptions, project_dir: PathBuf, servers: &Arc<ServerRegistry>) {
+        let _ = self.core.runtime.set(AttachedRuntime {
+            process,
+            project_dir,
+            servers: Arc::downgrade(servers),
+        });
     }
 
     pub(crate) fn stop(&self) {

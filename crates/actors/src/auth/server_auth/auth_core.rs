@@ -13,13 +13,23 @@ use ractor::ActorRef;
 
 use crate::auth::actor::AuthMsg;
 use crate::auth::options::AuthOptions;
-use crate::context::Shared;
 use crate::error::{Error, Result};
+use crate::handles::ServerRegistry;
+use crate::process::ProcessOptions;
 
 use super::auth_error;
 
 /// Environment variable naming a directory of legacy plaintext token files to import.
 const LEGACY_DIR_ENV: &str = "MCP_OAUTH_DIR";
+
+/// What the auth layer needs of the runtime it serves: how `!command` secrets of the `oauth` section run (the guardian,
+/// the project directory) and the server actors, to reconnect one after its login.
+pub(crate) struct AttachedRuntime {
+    pub(crate) process: ProcessOptions,
+    pub(crate) project_dir: PathBuf,
+    /// Weak: the runtime owns its actors.
+    pub(crate) servers: Weak<ServerRegistry>,
+}
 
 /// Shared by every server of one runtime.
 pub(crate) struct AuthCore {
@@ -39,8 +49,8 @@ pub(crate) struct AuthCore {
     /// The running AuthActor (the supervisor sets it at each start), told when a login finished with nobody
     /// waiting on it.
     pub(crate) actor: std::sync::Mutex<Option<ActorRef<AuthMsg>>>,
-    /// The runtime, for reconnecting a server after its login.
-    pub(crate) shared: OnceLock<Weak<Shared>>,
+    /// What the auth layer needs of the runtime it serves, once the runtime is up.
+    pub(crate) runtime: OnceLock<AttachedRuntime>,
 }
 
 impl AuthCore {
@@ -58,20 +68,15 @@ impl AuthCore {
 
     /// The runtime's process options (the guardian for `!command` secrets); defaults before the runtime is up.
     pub(crate) fn process(&self) -> crate::process::ProcessOptions {
-        self.shared
-            .get()
-            .and_then(std::sync::Weak::upgrade)
-            .map(|shared| shared.process.clone())
-            .unwrap_or_default()
+        self.runtime.get().map(|r| r.process.clone()).unwrap_or_default()
     }
 
     /// The project directory `!command` OAuth secrets run in (pimcp's current directory before the runtime is
     /// attached).
     pub(crate) fn project_dir(&self) -> std::path::PathBuf {
-        self.shared
+        self.runtime
             .get()
-            .and_then(std::sync::Weak::upgrade)
-            .map(|shared| shared.project_dir.clone())
+            .map(|r| r.project_dir.clone())
             .unwrap_or_else(|| std::env::current_dir().unwrap_or_default())
     }
 
@@ -101,7 +106,7 @@ impl AuthCore {
             errors: DashMap::new(),
             flow_ids: AtomicU64::new(0),
             actor: std::sync::Mutex::new(None),
-            shared: OnceLock::new(),
+            runtime: OnceLock::new(),
             options,
         }
     }

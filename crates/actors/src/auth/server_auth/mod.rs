@@ -21,7 +21,7 @@ use pimcp_config::{AuthConfig, OAuthConfig, OAuthGrant, Secret, ServerConfig, Tr
 use super::status::AuthMode;
 use crate::error::{Error, Result};
 
-pub(crate) use auth_core::AuthCore;
+pub(crate) use auth_core::{AttachedRuntime, AuthCore};
 use login::Flow;
 
 /// How a server authenticates, from its configuration alone.
