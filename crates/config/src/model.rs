@@ -5,7 +5,8 @@
 //! Every type that can hold a secret redacts it in `Debug`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -332,6 +333,27 @@ pub enum Origin {
     },
     /// A config passed in memory by a library host.
     InMemory,
+}
+
+impl Origin {
+    /// The file this origin refers to (none for in-memory config).
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Origin::File { path, .. } | Origin::Import { path, .. } | Origin::Plugin { path, .. } => Some(path),
+            Origin::InMemory => None,
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File { path, .. } => write!(f, "{}", path.display()),
+            Origin::Import { host, path } => write!(f, "{} (import {host})", path.display()),
+            Origin::Plugin { plugin, path } => write!(f, "{} (plugin {plugin})", path.display()),
+            Origin::InMemory => f.write_str("in-memory config"),
+        }
+    }
 }
 
 /// The six config sources (docs/configuration.md, section 1), lowest precedence first.

@@ -6,8 +6,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::model::Origin;
-
 /// A problem found while loading: the file (and position or server/field) it is about, never a secret value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
@@ -73,27 +71,6 @@ impl ConfigProblem {
     /// Whether the problem made loading skip a file or entry.
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
-    }
-}
-
-impl Origin {
-    /// The file this origin refers to (none for in-memory config).
-    pub fn path(&self) -> Option<&Path> {
-        match self {
-            Origin::File { path, .. } | Origin::Import { path, .. } | Origin::Plugin { path, .. } => Some(path),
-            Origin::InMemory => None,
-        }
-    }
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Origin::File { path, .. } => write!(f, "{}", path.display()),
-            Origin::Import { host, path } => write!(f, "{} (import {host})", path.display()),
-            Origin::Plugin { plugin, path } => write!(f, "{} (plugin {plugin})", path.display()),
-            Origin::InMemory => f.write_str("in-memory config"),
-        }
     }
 }
 
