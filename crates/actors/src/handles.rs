@@ -97,21 +97,19 @@ impl RouterHandle {
 
     /// Resolves a tool name (discovering lazily when needed), waiting at most `within`.
     pub(crate) async fn resolve(&self, name: &str, server: Option<&str>, within: Duration) -> Result<Arc<CatalogTool>> {
-        let (tx, rx) = oneshot::channel();
-        self.send(RouterMsg::Resolve {
+        let request = |reply| RouterMsg::Resolve {
             name: name.to_owned(),
             server: server.map(str::to_owned),
             attempt: Attempt::default(),
-            reply: tx,
-        })?;
-        match tokio::time::timeout(within, rx).await {
-            Ok(reply) => reply.map_err(|_| Error::actor("the router dropped the request"))?,
-            Err(_) => Err(Error::OperationTimeout {
-                server: server.unwrap_or("*").to_owned(),
-                operation: format!("resolving `{name}`"),
-                after: within,
-            }),
-        }
+            reply,
+        };
+        let timeout = || Error::OperationTimeout {
+            server: server.unwrap_or("*").to_owned(),
+            operation: format!("resolving `{name}`"),
+            after: within,
+        };
+        self.ask(request, within, "the router dropped the request", timeout)
+            .await
     }
 
     /// Resolves and runs a call, waiting at most `within` for its answer.
@@ -122,21 +120,36 @@ impl RouterHandle {
         opts: CallOptions,
         within: Duration,
     ) -> Result<ToolOutput> {
-        let (tx, rx) = oneshot::channel();
-        self.send(RouterMsg::Call {
+        let request = |reply| RouterMsg::Call {
             name: name.to_owned(),
             args,
             opts,
             attempt: Attempt::default(),
-            reply: tx,
-        })?;
+            reply,
+        };
+        let timeout = || Error::OperationTimeout {
+            server: "*".to_owned(),
+            operation: format!("calling `{name}`"),
+            after: within,
+        };
+        self.ask(request, within, "the call was dropped by a stopping actor", timeout)
+            .await
+    }
+
+    /// Sends the request built around a reply port and waits for the answer at most `within`: a dropped reply port
+    /// is `dropped`, running out of time is `timeout()`.
+    async fn ask<T>(
+        &self,
+        request: impl FnOnce(oneshot::Sender<Result<T>>) -> RouterMsg,
+        within: Duration,
+        dropped: &str,
+        timeout: impl FnOnce() -> Error,
+    ) -> Result<T> {
+        let (tx, rx) = oneshot::channel();
+        self.send(request(tx))?;
         match tokio::time::timeout(within, rx).await {
-            Ok(reply) => reply.map_err(|_| Error::actor("the call was dropped by a stopping actor"))?,
-            Err(_) => Err(Error::OperationTimeout {
-                server: "*".to_owned(),
-                operation: format!("calling `{name}`"),
-                after: within,
-            }),
+            Ok(reply) => reply.map_err(|_| Error::actor(dropped))?,
+            Err(_) => Err(timeout()),
         }
     }
 
