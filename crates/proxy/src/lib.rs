@@ -55,7 +55,7 @@ pub use pimcp_surface::{
     MAX_SERVER_DESCRIPTION_CHARS, MatchKind, OutputReport, PARAMS, Piece, ProxyError, ProxyRequest, Rendered,
     SPILL_DIR_PREFIX, SearchHit, SearchIndex, SearchPage, SearchQuery, ServerLine, ServerState, SkippedServer,
     SpillDir, TOOL_NAME, ToolDefOptions, ToolDoc, apply_guard, check_not_nested, describe_text, doc_schema,
-    human_bytes, human_duration, instructions_text, list_text, mcp_tool, mcp_tool_json, parse_args, parse_request,
-    plural, render_call_result, search_text, shape, shape_within, short_description, status_text, text_result,
-    tool_ambiguous, tool_not_found, validate_output, with_category,
+    human_bytes, human_duration, instructions_text, json_kind, list_text, mcp_tool, mcp_tool_json, parse_args,
+    parse_request, plural, render_call_result, search_text, shape, shape_within, short_description, status_text,
+    text_result, tool_ambiguous, tool_not_found, validate_output, with_category,
 };

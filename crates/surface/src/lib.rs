@@ -46,5 +46,6 @@ pub use tool_def::{
 };
 pub use uri_template::template_matches;
 pub use validate::{
-    ArgsValidator, MAX_LISTED_PROBLEMS, OutputReport, OutputValidator, check_not_nested, parse_args, validate_output,
+    ArgsValidator, MAX_LISTED_PROBLEMS, OutputReport, OutputValidator, check_not_nested, json_kind, parse_args,
+    validate_output,
 };

@@ -278,7 +278,8 @@ fn listed(mut found: Vec<(String, String)>) -> Vec<String> {
         .collect()
 }
 
-fn json_kind(value: &Value) -> &'static str {
+/// What kind of JSON value `value` is, with its article, for messages (`a string`, `an object`, `null`).
+pub fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use clap::Args;
-use pimcp_proxy::{CallContext, ProxyResponse};
+use pimcp_proxy::{CallContext, ProxyResponse, json_kind};
 use rmcp::model::ContentBlock;
 use serde_json::{Map, Value, json};
 
@@ -103,20 +103,9 @@ fn parse_arguments(raw: Option<&str>) -> anyhow::Result<Map<String, Value>> {
         Ok(Value::Object(map)) => Ok(map),
         Ok(other) => Err(usage(format!(
             "ARGS_JSON must be a JSON object like '{{\"text\": \"hi\"}}', not {}",
-            kind(&other)
+            json_kind(&other)
         ))),
         Err(e) => Err(usage(format!("ARGS_JSON is not valid JSON: {e}"))),
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
